@@ -1,0 +1,1 @@
+"""Domain events, the envelope that carries them, and the JetStream event store."""

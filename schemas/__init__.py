@@ -1,0 +1,1 @@
+"""Value objects shared by every layer: ids, subjects, resources, statuses, principals, settings."""

@@ -1,0 +1,31 @@
+"""Settings read from ``JETYARD_*`` environment variables, built once at start-up and passed down."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_SERVER_VERSION = (2, 12, 3)
+
+
+class NatsSettings(BaseSettings):
+    """How to reach NATS and how the streams are laid out.
+
+    Production mode refuses a server that does not fsync every write (``sync_interval: always``)
+    and asks for three replicas; development mode (the default) runs one replica.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="JETYARD_NATS_", extra="forbid")
+
+    url: str = "nats://127.0.0.1:4222"
+    token: str | None = None
+    production: bool = False
+    replicas: int = Field(default=1, ge=1, le=5)
+    duplicate_window_s: float = Field(default=60.0, gt=0)
+    max_event_bytes: int = Field(default=256 * 1024, gt=0)
+    commands_max_age_s: float = Field(default=86_400.0, gt=0)
+    outcomes_max_age_s: float = Field(default=86_400.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    request_timeout_s: float = Field(default=5.0, gt=0)
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    monitor_url: str | None = None

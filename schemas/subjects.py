@@ -1,0 +1,78 @@
+"""Stream, bucket and subject names: the one place that spells them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from schemas.ids import check_token
+
+EVENTS_STREAM = "JY_EVENTS"
+COMMANDS_STREAM = "JY_COMMANDS"
+OUTCOMES_STREAM = "JY_OUTCOMES"
+PARKED_STREAM = "JY_PARKED"
+
+EVENTS_PREFIX = "ev"
+COMMANDS_PREFIX = "cmd"
+OUTCOMES_PREFIX = "out"
+PARKED_PREFIX = "parked"
+
+HEARTBEATS_BUCKET = "jy-heartbeats"
+LEASES_BUCKET = "jy-leases"
+SNAPSHOTS_BUCKET = "jy-snapshots"
+
+EVENT_NAME_HEADER = "Jy-Event"
+EVENT_ID_HEADER = "Jy-Event-Id"
+
+
+class AggregateType(StrEnum):
+    """Aggregate types, each written by exactly one service (see docs/architecture.md)."""
+
+    SESSION = "session"
+    NODE = "node"
+    AGENT = "agent"
+    QUOTA = "quota"
+    VFOLDER = "vfolder"
+    DOMAIN = "domain"
+    PROJECT = "project"
+    USER = "user"
+    KEYPAIR = "keypair"
+    RESOURCE_POLICY = "resource_policy"
+    RESOURCE_GROUP = "resource_group"
+    IMAGE = "image"
+
+
+def event_subject(aggregate_type: AggregateType | str, aggregate_id: str) -> str:
+    """``ev.<aggregate>.<id>``: one subject per aggregate, never one per event type."""
+    kind = AggregateType(aggregate_type)
+    return f"{EVENTS_PREFIX}.{kind.value}.{check_token(aggregate_id, f'{kind.value} id')}"
+
+
+def events_of(aggregate_type: AggregateType | str | None = None) -> str:
+    """Filter subject for every event, or for every event of one aggregate type."""
+    if aggregate_type is None:
+        return f"{EVENTS_PREFIX}.>"
+    return f"{EVENTS_PREFIX}.{AggregateType(aggregate_type).value}.*"
+
+
+def parse_event_subject(subject: str) -> tuple[AggregateType, str]:
+    prefix, kind, aggregate_id = subject.split(".", 2)
+    if prefix != EVENTS_PREFIX:
+        raise ValueError(f"not an event subject: {subject!r}")
+    return AggregateType(kind), aggregate_id
+
+
+def command_subject(aggregate_type: AggregateType | str, verb: str) -> str:
+    """``cmd.<aggregate>.<verb>``, e.g. ``cmd.session.create``."""
+    return f"{COMMANDS_PREFIX}.{AggregateType(aggregate_type).value}.{check_token(verb, 'verb')}"
+
+
+def commands_of(aggregate_type: AggregateType | str) -> str:
+    return f"{COMMANDS_PREFIX}.{AggregateType(aggregate_type).value}.*"
+
+
+def outcome_subject(command_id: str) -> str:
+    return f"{OUTCOMES_PREFIX}.{check_token(command_id, 'command id')}"
+
+
+def parked_subject(command_id: str) -> str:
+    return f"{PARKED_PREFIX}.{check_token(command_id, 'command id')}"

