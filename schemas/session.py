@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from schemas.resources import ResourceSlots
+
 
 class SessionType(StrEnum):
     INTERACTIVE = "interactive"
@@ -29,3 +33,45 @@ class SessionStatus(StrEnum):
 TERMINAL_STATUSES = frozenset(
     {SessionStatus.TERMINATED, SessionStatus.CANCELLED, SessionStatus.ERROR}
 )
+
+
+MAX_KERNELS = 1  # multi-kernel (cluster) sessions come later; the list shape is already final
+
+
+class KernelSpec(BaseModel):
+    """One container of a session and the resources it asks for."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    resources: ResourceSlots
+
+
+class SessionSpec(BaseModel):
+    """What a researcher asked for. Validated at the edge; unknown fields are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+    type: SessionType = SessionType.INTERACTIVE
+    kernels: tuple[KernelSpec, ...] = Field(min_length=1, max_length=MAX_KERNELS)
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    name: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    resource_group: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not key or not (key[0].isalpha() or key[0] == "_") or not all(
+                c.isalnum() or c == "_" for c in key
+            ):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return env
+
+    @property
+    def total(self) -> ResourceSlots:
+        total = ResourceSlots()
+        for kernel in self.kernels:
+            total = total + kernel.resources
+        return total
