@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 
 import nats
+import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
@@ -168,15 +169,32 @@ async def check_durability(settings: NatsSettings, monitor_url: str | None) -> N
 
 
 async def connect(settings: NatsSettings, *, name: str) -> Bus:
-    """Connect, check the server can hold the log, and return the bus. Declares nothing."""
-    nc = await nats.connect(
-        settings.url,
-        name=name,
-        token=settings.token,
-        connect_timeout=settings.connect_timeout_s,
-        max_reconnect_attempts=-1,
-        allow_reconnect=True,
-    )
+    """Connect, check the server can hold the log, and return the bus. Declares nothing.
+
+    The first connection must succeed within ``connect_timeout_s`` (a wrong token or address
+    is said at once, not retried forever); afterwards the client reconnects without limit.
+    """
+    errors: list[BaseException] = []
+
+    async def remember(exc: BaseException) -> None:
+        errors.append(exc)
+
+    try:
+        nc = await asyncio.wait_for(
+            nats.connect(
+                settings.url,
+                name=name,
+                token=settings.token,
+                connect_timeout=settings.connect_timeout_s,
+                max_reconnect_attempts=-1,
+                allow_reconnect=True,
+                error_cb=remember,
+            ),
+            timeout=settings.connect_timeout_s,
+        )
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        cause = errors[-1] if errors else exc
+        raise ConnectionError(f"cannot connect to NATS at {settings.url}: {cause}") from exc
     try:
         server = nc.connected_server_version
         check_server_version((server.major, server.minor, server.patch))

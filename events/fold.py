@@ -1,0 +1,110 @@
+"""Keep a consumer's in-memory state equal to the log: catch up, then follow, without echoes.
+
+Reads ``ev.>`` (or the filters given) through ``Tail``. State-building consumers (scheduler,
+admission, agents, gateway feeds) subclass ``FoldedState``; ``Fold`` feeds it:
+
+- the position (last folded stream sequence) and each aggregate's last sequence live in the
+  state, so a snapshot of the state is also a snapshot of where to resume;
+- ``catch_up()`` folds up to the stream's last sequence *read at the start* before the consumer
+  may decide anything (a decision on a stale view would be fenced by OCC anyway, but would waste
+  a round trip per aggregate);
+- a consumer applies its own writes at once from the store's acks (``record_own``) and the fold
+  ignores their echo when the tail delivers them later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
+
+from events.bus import Bus
+from events.envelope import StoredEvent
+from events.store import EventStore
+from events.tail import Tail
+from events.writes import AggregateRef, Committed, Write
+
+
+class FoldedState(ABC):
+    """Base for state folded from the log. Subclasses implement ``evolve``."""
+
+    def __init__(self, position: int = 0, guards: dict[str, int] | None = None) -> None:
+        self.position = position
+        """The last stream sequence folded from the tail."""
+        self.guards: dict[str, int] = dict(guards or {})
+        """Subject -> sequence of the last event applied for that aggregate (own writes too)."""
+
+    def guard(self, aggregate: AggregateRef) -> int:
+        """The expected sequence for the next write to ``aggregate`` (0: not seen, so create)."""
+        return self.guards.get(aggregate.subject, 0)
+
+    def apply(self, event: StoredEvent) -> bool:
+        """Fold one event unless it was already applied (an echo of an own write)."""
+        subject = event.envelope.subject
+        if event.seq <= self.guards.get(subject, 0):
+            return False
+        self.evolve(event)
+        self.guards[subject] = event.seq
+        return True
+
+    @abstractmethod
+    def evolve(self, event: StoredEvent) -> None:
+        """Change the state for one event. Pure: no I/O, no clock."""
+
+
+S = TypeVar("S", bound=FoldedState)
+
+
+class Fold(Generic[S]):
+    def __init__(
+        self,
+        bus: Bus,
+        state: S,
+        *,
+        subjects: list[str] | None = None,
+        batch: int = 256,
+    ) -> None:
+        self.state = state
+        self._store = EventStore(bus)
+        self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
+        self.caught_up = asyncio.Event()
+
+    async def poll(self, timeout: float = 1.0) -> list[StoredEvent]:
+        """Fold the next batch from the tail; returns the events that changed the state."""
+        events = await self._tail.fetch(timeout)
+        applied = [e for e in events if self.state.apply(e)]
+        self.state.position = max(self.state.position, self._tail.position)
+        return applied
+
+    async def catch_up(self, *, timeout: float = 1.0) -> int:
+        """Fold everything up to the log's end as read now; afterwards ``caught_up`` is set."""
+        target = await self._store.stream_last_seq()
+        while self._tail.position < target:
+            # With filters the last matching event may lie before ``target``: the consumer's
+            # pending count (as of a moment after ``target`` was read) says when we hold it all.
+            if self._tail.pending == 0:
+                break
+            if self._tail.pending < 0 and await self._tail.num_pending() == 0:
+                break
+            for event in await self._tail.fetch(timeout):
+                self.state.apply(event)
+            self.state.position = max(self.state.position, self._tail.position)
+        self.caught_up.set()
+        return target
+
+    def record_own(self, writes: list[Write], committed: Committed) -> None:
+        """Apply the consumer's own stored writes now, from the ack; their echo is skipped."""
+        seqs = iter(committed.seqs)
+        for write in writes:
+            for envelope in write.events:
+                self.state.apply(StoredEvent(seq=next(seqs), envelope=envelope))
+
+    async def run(self, stop: asyncio.Event, *, timeout: float = 1.0) -> None:
+        """Follow the log until ``stop`` is set (catching up first if not yet done)."""
+        if not self.caught_up.is_set():
+            await self.catch_up(timeout=timeout)
+        while not stop.is_set():
+            await self.poll(timeout)
+
+    async def close(self) -> None:
+        await self._tail.close()

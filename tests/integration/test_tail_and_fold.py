@@ -1,0 +1,136 @@
+"""Reading the log in order (Tail) and folding state from it (Fold) on a real nats-server."""
+
+from __future__ import annotations
+
+from events.bus import Bus
+from events.envelope import StoredEvent
+from events.fold import Fold, FoldedState
+from events.store import EventStore
+from events.tail import Tail
+from events.writes import AggregateRef, Write
+from schemas.subjects import EVENTS_STREAM, AggregateType
+from tests.support import envelope, ref
+
+
+async def _seed(store: EventStore, aggregates: list[AggregateRef], per: int) -> list[int]:
+    seqs: list[int] = []
+    for aggregate in aggregates:
+        committed = await store.append(
+            Write.create(aggregate, *(envelope(aggregate, v) for v in range(1, per + 1)))
+        )
+        seqs.extend(committed.seqs)
+    return seqs
+
+
+async def test_tail_delivers_in_order_from_a_sequence_in_batches(bus: Bus) -> None:
+    store = EventStore(bus)
+    aggregates = [ref(AggregateType.AGENT) for _ in range(3)]
+    seqs = await _seed(store, aggregates, 200)
+    tail = Tail(bus, from_seq=seqs[0], subjects=[a.subject for a in aggregates], batch=256)
+    got: list[int] = []
+    sizes: list[int] = []
+    while len(got) < len(seqs):
+        batch = await tail.fetch(timeout=2.0)
+        assert batch, "tail stalled"
+        sizes.append(len(batch))
+        got.extend(e.seq for e in batch)
+    await tail.close()
+    assert got == seqs
+    assert max(sizes) > 1  # batched, not one message per request
+
+
+async def test_tail_resumes_without_gap_or_duplicate_when_its_consumer_vanishes(bus: Bus) -> None:
+    store = EventStore(bus)
+    aggregate = ref(AggregateType.AGENT)
+    seqs = await _seed(store, [aggregate], 50)
+    tail = Tail(bus, from_seq=seqs[0], subjects=[aggregate.subject], batch=20)
+    first = await tail.fetch()
+    assert [e.seq for e in first] == seqs[:20]
+    # The server forgets the consumer (restart, inactivity): the next fetch notices and
+    # the one after continues right after the last delivered sequence.
+    consumer = tail._consumer
+    assert consumer is not None
+    await bus.js.delete_consumer(EVENTS_STREAM, consumer)
+    got = [e.seq for e in first]
+    for _ in range(10):
+        got.extend(e.seq for e in await tail.fetch(timeout=0.5))
+        if len(got) >= 50:
+            break
+    await tail.close()
+    assert got == seqs
+
+
+async def test_tail_skips_by_name_without_decoding(bus: Bus) -> None:
+    store = EventStore(bus)
+    a = ref(AggregateType.AGENT)
+    await store.append(
+        Write.create(a, envelope(a, 1, name="Wanted"), envelope(a, 2, name="Other"))
+    )
+    tail = Tail(bus, subjects=[a.subject], names=frozenset({"Wanted"}))
+    batch = await tail.fetch()
+    await tail.close()
+    assert [e.name for e in batch] == ["Wanted"]
+    assert tail.position == (await store.last_seqs([a]))[a]
+
+
+class Counts(FoldedState):
+    def __init__(self) -> None:
+        super().__init__()
+        self.applied: list[int] = []
+
+    def evolve(self, event: StoredEvent) -> None:
+        self.applied.append(event.seq)
+
+
+async def test_fold_catches_up_to_the_start_position_then_applies_own_writes_once(bus: Bus) -> None:
+    store = EventStore(bus)
+    aggregates = [ref(AggregateType.NODE) for _ in range(4)]
+    seeded = await _seed(store, aggregates, 5)
+    fold = Fold(bus, Counts(), subjects=[a.subject for a in aggregates[:3]])
+    assert not fold.caught_up.is_set()
+    await fold.catch_up()
+    assert fold.caught_up.is_set()
+    assert fold.state.applied == seeded[:15]  # the fourth aggregate is outside the filter
+    first = aggregates[0]
+    assert fold.state.guard(first) == seeded[4]
+
+    # An own write is applied from the ack, and its echo from the tail changes nothing.
+    write = Write.after(first, fold.state.guard(first), envelope(first, 6))
+    committed = await store.append(write)
+    fold.record_own([write], committed)
+    assert fold.state.applied[-1] == committed.seqs[0]
+    echoed = await fold.poll(timeout=1.0)
+    assert echoed == []
+    assert fold.state.applied.count(committed.seqs[0]) == 1
+    assert fold.state.position == committed.seqs[0]
+
+    # Someone else's write arrives through the tail.
+    other = aggregates[1]
+    theirs = await store.append(Write.after(other, seeded[9], envelope(other, 6)))
+    assert [e.seq for e in await fold.poll(timeout=2.0)] == list(theirs.seqs)
+    await fold.close()
+
+
+async def test_fold_restarts_from_the_position_kept_with_its_state(bus: Bus) -> None:
+    store = EventStore(bus)
+    aggregate = ref(AggregateType.NODE)
+    seeded = await _seed(store, [aggregate], 10)
+    fold = Fold(bus, Counts(), subjects=[aggregate.subject])
+    await fold.catch_up()
+    await fold.close()
+    saved = fold.state
+
+    later = await store.append(Write.after(aggregate, seeded[-1], envelope(aggregate, 11)))
+    resumed_state = Counts()
+    resumed_state.position, resumed_state.guards = saved.position, dict(saved.guards)
+    resumed = Fold(bus, resumed_state, subjects=[aggregate.subject])
+    await resumed.catch_up()
+    await resumed.close()
+    assert resumed.state.applied == list(later.seqs)  # only the tail, not a replay
+
+
+async def test_fold_on_an_empty_filter_catches_up_at_once(bus: Bus) -> None:
+    fold = Fold(bus, Counts(), subjects=[ref(AggregateType.NODE).subject])
+    await fold.catch_up(timeout=5.0)
+    await fold.close()
+    assert fold.caught_up.is_set() and fold.state.applied == []
