@@ -1,0 +1,107 @@
+"""The ``jetyard`` command line: stream set-up, an embedded dev server, and audit replay."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from events.bus import ServerUnsuitableError, connect, ensure_streams
+from events.store import EventStore
+from events.tail import Tail
+from events.writes import AggregateRef
+from jetyard.natsserver import NatsServer
+from schemas.settings import NatsSettings
+from schemas.subjects import AggregateType
+
+
+def _settings(args: argparse.Namespace) -> NatsSettings:
+    overrides = {k: v for k, v in {"url": args.url, "token": args.token}.items() if v}
+    return NatsSettings(**overrides)
+
+
+async def _streams(args: argparse.Namespace) -> int:
+    bus = await connect(_settings(args), name="jetyard-cli")
+    try:
+        await ensure_streams(bus)
+        server = bus.nc.connected_server_version
+        print(f"streams ready on nats-server {server.major}.{server.minor}.{server.patch}")
+    finally:
+        await bus.close()
+    return 0
+
+
+async def _log(args: argparse.Namespace) -> int:
+    """Print events as JSON lines, in log order: the audit replay."""
+    bus = await connect(_settings(args), name="jetyard-log")
+    try:
+        if args.aggregate:
+            kind, _, aggregate_id = args.aggregate.partition("/")
+            history = await EventStore(bus).read(AggregateRef(AggregateType(kind), aggregate_id))
+            for event in history.events:
+                print(event.seq, event.envelope.model_dump_json())
+            return 0
+        store = EventStore(bus)
+        end = await store.stream_last_seq()
+        tail = Tail(bus, from_seq=args.from_seq)
+        while tail.position < end:
+            batch = await tail.fetch(timeout=2.0)
+            if not batch:
+                break
+            for event in batch:
+                print(event.seq, event.envelope.model_dump_json())
+        await tail.close()
+    finally:
+        await bus.close()
+    return 0
+
+
+def _nats(args: argparse.Namespace) -> int:
+    """Run a development nats-server in the foreground, with every stream declared."""
+    server = NatsServer(data_dir=Path(args.data_dir), port=args.port).start()
+    print(f"nats-server listening on {server.url} (data in {args.data_dir}); Ctrl-C stops it")
+    try:
+        asyncio.run(_streams(argparse.Namespace(url=server.url, token=None)))
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        server.stop()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="jetyard", description="GPU cluster manager on NATS JetStream")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    def with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--url", help="NATS URL (env JETYARD_NATS_URL)")
+        p.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
+        return p
+
+    with_nats(sub.add_parser("streams", help="create or update every stream and bucket"))
+    log = with_nats(sub.add_parser("log", help="replay the event log as JSON lines (audit)"))
+    log.add_argument("--from-seq", type=int, default=1, help="first stream sequence to print")
+    log.add_argument("--aggregate", help="only one aggregate, as <type>/<id>")
+    nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
+    nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
+    nats.add_argument("--port", type=int, default=4222)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "nats":
+            # Blocked so that sigwait() receives them instead of the default handlers.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            return _nats(args)
+        command = {"streams": _streams, "log": _log}[args.command]
+        return asyncio.run(command(args))
+    except (ConnectionError, ServerUnsuitableError, ValueError) as exc:
+        print(f"jetyard: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
