@@ -153,7 +153,9 @@ async def main(args: argparse.Namespace) -> dict[str, float]:
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     parser.add_argument("--sync-always", action="store_true", help="server fsyncs every write")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop")

@@ -158,14 +158,18 @@ async def check_durability(settings: NatsSettings, monitor_url: str | None) -> N
     try:
         sync_always = await read_sync_always(monitor_url)
     except OSError as exc:
-        raise ServerUnsuitableError(f"cannot read {monitor_url}/varz to check durability: {exc}") from exc
+        raise ServerUnsuitableError(
+            f"cannot read {monitor_url}/varz to check durability: {exc}"
+        ) from exc
     if not sync_always:
         raise ServerUnsuitableError(
             "production mode refuses this server: it does not report sync_always "
             "(set `jetstream { sync_interval: always }` on every node)"
         )
     if settings.replicas < 3:
-        log.warning("production mode with %d replica(s): one lost disk loses history", settings.replicas)
+        log.warning(
+            "production mode with %d replica(s): one lost disk loses history", settings.replicas
+        )
 
 
 async def connect(settings: NatsSettings, *, name: str) -> Bus:
@@ -193,7 +197,9 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
             timeout=settings.connect_timeout_s,
         )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
-        cause = errors[-1] if errors else exc
+        # A refusal by the server (bad token) says more than the reset that follows it.
+        refusals = [e for e in errors if isinstance(e, nats.errors.Error)]
+        cause = (refusals or errors or [exc])[0]
         raise ConnectionError(f"cannot connect to NATS at {settings.url}: {cause}") from exc
     try:
         server = nc.connected_server_version

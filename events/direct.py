@@ -97,7 +97,9 @@ class DirectReader:
         out: list[RawMessage] = []
         start = max(from_seq, 1)
         while True:
-            want = min(batch, MAX_BATCH) if limit is None else min(batch, MAX_BATCH, limit - len(out))
+            want = (
+                min(batch, MAX_BATCH) if limit is None else min(batch, MAX_BATCH, limit - len(out))
+            )
             if want <= 0:
                 return out
             messages, pending = await self._request(

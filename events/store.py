@@ -11,6 +11,7 @@ reported as stored, never as an error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -66,10 +67,9 @@ class StoreStats:
 
 def decode(message: RawMessage) -> StoredEvent:
     envelope = Envelope.model_validate_json(message.data)
-    try:
+    # An unknown name was written by newer code: it passes through, readers skip it.
+    with contextlib.suppress(UnknownEventError):
         envelope = CATALOGUE.upcast(envelope)
-    except UnknownEventError:
-        pass  # written by newer code: readers skip names they do not know
     return StoredEvent(seq=message.seq, envelope=envelope)
 
 
@@ -108,7 +108,7 @@ class EventStore:
                 if len(writes) == 1 and len(writes[0].events) == 1:
                     return await self._publish_one(writes[0], payloads[0][0])
                 return await self._publish_batch(writes, payloads)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, nats.errors.TimeoutError) as exc:
                 reason = f"no answer ({type(exc).__name__})"
             except _Ambiguous as exc:
                 reason = str(exc)
@@ -126,8 +126,9 @@ class EventStore:
         data = envelope.model_dump_json().encode()
         if len(data) > self._max_bytes:
             raise WriteRejectedError(
-                f"event {envelope.name} for {envelope.aggregate_type.value}/{envelope.aggregate_id} "
-                f"is {len(data)} bytes; the limit is {self._max_bytes}"
+                f"event {envelope.name} for "
+                f"{envelope.aggregate_type.value}/{envelope.aggregate_id} is {len(data)} bytes; "
+                f"the limit is {self._max_bytes}"
             )
         return data
 
@@ -144,7 +145,7 @@ class EventStore:
                 write.aggregate.subject, data, timeout=self._ack_timeout, headers=headers
             )
         except APIError as exc:
-            raise _classify(exc.err_code, exc.description) from exc
+            raise _classify(exc.err_code or 0, exc.description or "") from exc
         return Committed(seqs=(ack.seq,), last_seqs={write.aggregate: ack.seq})
 
     async def _publish_batch(self, writes: list[Write], payloads: list[list[bytes]]) -> Committed:
@@ -169,7 +170,10 @@ class EventStore:
                     else:
                         headers["Nats-Batch-Commit"] = "1"
                         reply = await nc.request(
-                            write.aggregate.subject, data, timeout=self._ack_timeout, headers=headers
+                            write.aggregate.subject,
+                            data,
+                            timeout=self._ack_timeout,
+                            headers=headers,
                         )
         answer = json.loads(reply.data)
         if "error" in answer:
@@ -190,7 +194,7 @@ class EventStore:
                 log.info("write was stored although the answer said %s", reason)
                 return _committed(writes, first_seq=after[0].seq, recovered=True)
             lasts = await self.reader.last_of([w.aggregate.subject for w in writes])
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise OutcomeUnknownError(
                 f"{reason}, and reading back failed ({exc!r}); retry the same write"
             ) from exc

@@ -62,9 +62,7 @@ class Tail:
         self._consumer_seq = 0
         self._consumer = config.name = self._bus.nc.new_inbox().rsplit(".", 1)[1]
         await self._bus.js.add_consumer(EVENTS_STREAM, config)
-        self._sub = await self._bus.js.pull_subscribe_bind(
-            self._consumer, stream=EVENTS_STREAM
-        )
+        self._sub = await self._bus.js.pull_subscribe_bind(self._consumer, stream=EVENTS_STREAM)
         return self._sub
 
     async def _reset(self, why: str) -> None:

@@ -102,7 +102,8 @@ def validate_group(writes: list[Write]) -> None:
     for write in writes:
         if write.aggregate in seen:
             raise ValueError(
-                f"{write.aggregate} appears twice in one group commit: merge its events into one write"
+                f"{write.aggregate} appears twice in one group commit: "
+                "merge its events into one write"
             )
         seen.add(write.aggregate)
     total = sum(len(w.events) for w in writes)

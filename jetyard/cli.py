@@ -71,7 +71,9 @@ def _nats(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="jetyard", description="GPU cluster manager on NATS JetStream")
+    root = argparse.ArgumentParser(
+        prog="jetyard", description="GPU cluster manager on NATS JetStream"
+    )
     sub = root.add_subparsers(dest="command", required=True)
 
     def with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

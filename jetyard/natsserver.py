@@ -90,7 +90,10 @@ class NatsServer:
                     f"nats-server exited with {self.process.returncode}; "
                     f"see {self.data_dir / 'nats-server.log'}"
                 )
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2),
+            ):
                 return self
             time.sleep(0.05)
         self.stop()

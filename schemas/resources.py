@@ -24,7 +24,9 @@ class ResourceSlots(BaseModel):
     gpu_hundredths: int = Field(default=0, ge=0, description="GPU in hundredths of a device")
 
     @classmethod
-    def of(cls, *, cpu: Decimal | int | str = 0, memory: int = 0, gpu: Decimal | int | str = 0) -> Self:
+    def of(
+        cls, *, cpu: Decimal | int | str = 0, memory: int = 0, gpu: Decimal | int | str = 0
+    ) -> Self:
         """Build from human units (cores, bytes, devices); rejects finer than the quantum."""
         cpu_q = Decimal(cpu) * CPU_QUANTUM
         gpu_q = Decimal(gpu) * GPU_QUANTUM

@@ -63,8 +63,10 @@ class SessionSpec(BaseModel):
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
-            if not key or not (key[0].isalpha() or key[0] == "_") or not all(
-                c.isalnum() or c == "_" for c in key
+            if (
+                not key
+                or not (key[0].isalpha() or key[0] == "_")
+                or not all(c.isalnum() or c == "_" for c in key)
             ):
                 raise ValueError(f"environment variable name {key!r} is not valid")
         return env

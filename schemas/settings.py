@@ -1,4 +1,4 @@
-"""Settings read from ``JETYARD_*`` environment variables, built once at start-up and passed down."""
+"""Settings from ``JETYARD_*`` environment variables, built once at start-up and passed down."""
 
 from __future__ import annotations
 

@@ -76,15 +76,14 @@ async def test_production_mode_refuses_a_server_without_sync_always(
     monitored_servers: tuple[NatsServer, NatsServer],
 ) -> None:
     lazy, durable = monitored_servers
-    production = {"production": True}
     with pytest.raises(ServerUnsuitableError, match="sync_always"):
         await connect(
-            NatsSettings(url=lazy.url, monitor_url=lazy.monitor_url, **production), name="t"
+            NatsSettings(url=lazy.url, monitor_url=lazy.monitor_url, production=True), name="t"
         )
     with pytest.raises(ServerUnsuitableError, match="MONITOR_URL"):
-        await connect(NatsSettings(url=durable.url, **production), name="t")
+        await connect(NatsSettings(url=durable.url, production=True), name="t")
     accepted = await connect(
-        NatsSettings(url=durable.url, monitor_url=durable.monitor_url, **production), name="t"
+        NatsSettings(url=durable.url, monitor_url=durable.monitor_url, production=True), name="t"
     )
     await accepted.close()
     # Development mode does not ask.
@@ -96,7 +95,7 @@ async def test_a_token_protected_server_needs_the_token(tmp_path: Path) -> None:
     server = NatsServer(data_dir=tmp_path, token="s3cret").start()
     try:
         with pytest.raises(ConnectionError, match="Authorization Violation"):
-            await connect(NatsSettings(url=server.url, connect_timeout_s=1.0), name="t")
+            await connect(NatsSettings(url=server.url, connect_timeout_s=3.0), name="t")
         bus = await connect(NatsSettings(url=server.url, token="s3cret"), name="t")
         await ensure_streams(bus)
         await bus.close()

@@ -103,11 +103,11 @@ async def test_sixty_concurrent_group_commits_report_exactly_what_was_stored(bus
 
     results = await asyncio.gather(*(store.commit(w) for w in batches), return_exceptions=True)
 
-    for writes, result in zip(batches, results, strict=True):
-        fresh = [w for w in writes if w.aggregate not in existing]
-        stored = [await store.read(w.aggregate) for w in fresh]
+    for group, result in zip(batches, results, strict=True):
+        new_writes = [w for w in group if w.aggregate not in existing]
+        stored = [await store.read(w.aggregate) for w in new_writes]
         if isinstance(result, Committed):
-            for write, history in zip(fresh, stored, strict=True):
+            for write, history in zip(new_writes, stored, strict=True):
                 assert [e.envelope.event_id for e in history.events] == [
                     e.event_id for e in write.events
                 ]
@@ -143,7 +143,9 @@ class _AnswerLost:
 
 
 @pytest.mark.parametrize("events_in_write", [1, 3], ids=["single-append", "atomic-batch"])
-async def test_a_commit_whose_answer_was_lost_ends_as_success(bus: Bus, events_in_write: int) -> None:
+async def test_a_commit_whose_answer_was_lost_ends_as_success(
+    bus: Bus, events_in_write: int
+) -> None:
     if events_in_write == 1:
         lossy = Bus(nc=bus.nc, js=_AnswerLost(bus.js, "publish"), settings=bus.settings)  # type: ignore[arg-type]
     else:

@@ -63,9 +63,7 @@ async def test_tail_resumes_without_gap_or_duplicate_when_its_consumer_vanishes(
 async def test_tail_skips_by_name_without_decoding(bus: Bus) -> None:
     store = EventStore(bus)
     a = ref(AggregateType.AGENT)
-    await store.append(
-        Write.create(a, envelope(a, 1, name="Wanted"), envelope(a, 2, name="Other"))
-    )
+    await store.append(Write.create(a, envelope(a, 1, name="Wanted"), envelope(a, 2, name="Other")))
     tail = Tail(bus, subjects=[a.subject], names=frozenset({"Wanted"}))
     batch = await tail.fetch()
     await tail.close()
