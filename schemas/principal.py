@@ -16,7 +16,7 @@ class ActorKind(StrEnum):
 class Actor(BaseModel):
     """An authenticated principal, by id only: names and emails never enter the log."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     kind: ActorKind
     id: str
@@ -27,7 +27,7 @@ class Actor(BaseModel):
 
 
 class Tenant(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     domain: str
     project: str | None = None

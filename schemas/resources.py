@@ -17,7 +17,7 @@ class ResourceSlots(BaseModel):
     Integers keep comparisons and sums exact and cheap in the scheduler's hot loop.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     cpu_milli: int = Field(default=0, ge=0, description="CPU in thousandths of a core")
     memory_bytes: int = Field(default=0, ge=0)

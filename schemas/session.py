@@ -41,15 +41,16 @@ MAX_KERNELS = 1  # multi-kernel (cluster) sessions come later; the list shape is
 class KernelSpec(BaseModel):
     """One container of a session and the resources it asks for."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     resources: ResourceSlots
 
 
 class SessionSpec(BaseModel):
-    """What a researcher asked for. Validated at the edge; unknown fields are an error."""
+    """What a researcher asked for. Lenient when read from the log; commands reject unknown
+    fields in their raw input with ``schemas.strict.unknown_fields``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     image: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
     type: SessionType = SessionType.INTERACTIVE

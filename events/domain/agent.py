@@ -1,1 +1,68 @@
-"""placeholder: filled by the domain-events work."""
+"""Events of the ``agent`` aggregate (``ev.agent.<id>``): facts the agent on one machine reports
+about itself. Written only by that agent; the scheduler turns kernel facts into session changes.
+"""
+
+from __future__ import annotations
+
+from events.catalogue import Event, Payload, event, upcaster
+from schemas.devices import DeviceInfo
+from schemas.resources import ResourceSlots
+from schemas.subjects import AggregateType
+
+AGENT = AggregateType.AGENT
+
+
+@event("AgentRegistered", AGENT, version=2)
+class AgentRegistered(Event):
+    """The agent (re)started. ``epoch`` grows with every registration: containers whose
+    allocation was released while the agent was away are killed before it registers again.
+
+    v2 added ``backend``: see ``_registered_v1_to_v2``.
+    """
+
+    epoch: int
+    hostname: str
+    backend: str
+    capacity: ResourceSlots
+    devices: tuple[DeviceInfo, ...] = ()
+    images: tuple[str, ...] = ()
+
+
+@upcaster("AgentRegistered", from_version=1)
+def _registered_v1_to_v2(payload: Payload) -> Payload:
+    # Every v1 agent ran containers on Docker: the simulated backend came with v2. A default
+    # on the field would be wrong for new events, which must say which backend they use.
+    return {**payload, "backend": "docker"}
+
+
+@event("AgentImagesChanged", AGENT)
+class AgentImagesChanged(Event):
+    """The images present on the machine now (the whole set, not a difference)."""
+
+    images: tuple[str, ...]
+
+
+@event("KernelStarted", AGENT)
+class KernelStarted(Event):
+    """A kernel's container is running (container names derive from the kernel id)."""
+
+    kernel_id: str
+    session_id: str
+    container_id: str
+
+
+@event("KernelFailedToStart", AGENT)
+class KernelFailedToStart(Event):
+    kernel_id: str
+    session_id: str
+    reason: str
+
+
+@event("KernelExited", AGENT)
+class KernelExited(Event):
+    """A running kernel's container ended, with its exit code."""
+
+    kernel_id: str
+    session_id: str
+    exit_code: int
+    reason: str

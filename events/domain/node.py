@@ -1,1 +1,70 @@
-"""placeholder: filled by the domain-events work."""
+"""Events of the ``node`` aggregate (``ev.node.<id>``): the scheduler's allocation ledger for one
+machine. Written only by the scheduler; the machine's agent reads its allocations from here."""
+
+from __future__ import annotations
+
+from events.catalogue import Event, event
+from schemas.resources import ResourceSlots
+from schemas.subjects import AggregateType
+
+NODE = AggregateType.NODE
+
+
+@event("NodeRegistered", NODE)
+class NodeRegistered(Event):
+    """The scheduler admitted a machine into a resource group with this capacity."""
+
+    hostname: str
+    resource_group: str
+    capacity: ResourceSlots
+
+
+@event("NodeCapacityChanged", NODE)
+class NodeCapacityChanged(Event):
+    """The machine's capacity changed (the agent re-registered with other hardware)."""
+
+    capacity: ResourceSlots
+
+
+@event("ResourcesAllocated", NODE)
+class ResourcesAllocated(Event):
+    """Slots were set aside for one kernel. Keyed by kernel id: allocations are a set."""
+
+    kernel_id: str
+    session_id: str
+    slots: ResourceSlots
+
+
+@event("ResourcesReleased", NODE)
+class ResourcesReleased(Event):
+    """A kernel's slots were given back (it ended, or its node was lost)."""
+
+    kernel_id: str
+    reason: str
+
+
+@event("NodeCordoned", NODE)
+class NodeCordoned(Event):
+    """No new allocations; running kernels stay."""
+
+    reason: str
+
+
+@event("NodeUncordoned", NODE)
+class NodeUncordoned(Event):
+    reason: str
+
+
+@event("NodeLost", NODE)
+class NodeLost(Event):
+    """The machine's heartbeat expired. Allocations are released by explicit events, one per
+    kernel, so the ledger never forgets what it gave back."""
+
+    reason: str
+
+
+@event("NodeRecovered", NODE)
+class NodeRecovered(Event):
+    """A lost machine is back (re-registered under a new epoch) and may take work again."""
+
+    reason: str

@@ -1,0 +1,1 @@
+"""The write model: command models, outcomes, the command bus and runner, and the aggregates."""

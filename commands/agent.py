@@ -1,0 +1,208 @@
+"""The ``agent`` aggregate (``ev.agent.<id>``): what the agent on one machine reports about itself
+(hardware, images, its kernels' starts and exits). Written only by that agent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from commands.aggregate import Aggregate
+from commands.errors import DomainError
+from events.domain.agent import (
+    AgentImagesChanged,
+    AgentRegistered,
+    KernelExited,
+    KernelFailedToStart,
+    KernelStarted,
+)
+from schemas.devices import DeviceInfo
+from schemas.resources import ResourceSlots
+from schemas.subjects import AggregateType
+
+
+class StaleEpochError(DomainError):
+    """A registration does not carry a newer epoch: an older incarnation of the agent."""
+
+
+class KernelConflictError(DomainError):
+    """A kernel fact contradicts what the agent already reported."""
+
+
+class RunningKernel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    session_id: str
+    container_id: str
+
+
+class Agent(Aggregate):
+    aggregate_type = AggregateType.AGENT
+
+    class State(BaseModel):
+        epoch: int
+        hostname: str
+        backend: str
+        capacity: ResourceSlots
+        devices: tuple[DeviceInfo, ...]
+        images: tuple[str, ...]
+        running: dict[str, RunningKernel]
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.hostname = ""
+        self.backend = ""
+        self.capacity = ResourceSlots()
+        self.devices: tuple[DeviceInfo, ...] = ()
+        self.images: tuple[str, ...] = ()
+        # Kernel id -> its container: survives re-registration, because a restarted agent
+        # re-attaches its containers and reports exits that happened while it was down.
+        self.running: dict[str, RunningKernel] = {}
+
+    # ---- commands ------------------------------------------------------------------------
+
+    @classmethod
+    def register(
+        cls,
+        agent_id: str,
+        *,
+        epoch: int,
+        hostname: str,
+        backend: str,
+        capacity: ResourceSlots,
+        devices: Iterable[DeviceInfo] = (),
+        images: Iterable[str] = (),
+        now: datetime,
+    ) -> Agent:
+        """The first registration of this machine's agent."""
+        if epoch < 1:
+            raise StaleEpochError(f"agent {agent_id}: epochs start at 1, got {epoch}")
+        return cls._create(
+            cls.Registered,
+            id=agent_id,
+            timestamp=now,
+            epoch=epoch,
+            hostname=hostname,
+            backend=backend,
+            capacity=capacity,
+            devices=tuple(devices),
+            images=_image_set(images),
+        )
+
+    def reregister(
+        self,
+        *,
+        epoch: int,
+        hostname: str,
+        backend: str,
+        capacity: ResourceSlots,
+        devices: Iterable[DeviceInfo] = (),
+        images: Iterable[str] = (),
+        now: datetime,
+    ) -> bool:
+        """A restarted agent registers again. Its epoch must grow: a stale incarnation (a
+        partitioned machine coming back) must not speak for the current one."""
+        if epoch <= self.epoch:
+            raise StaleEpochError(
+                f"agent {self.id}: epoch {epoch} is not newer than the current {self.epoch}"
+            )
+        return self._trigger(
+            self.Reregistered,
+            now,
+            epoch=epoch,
+            hostname=hostname,
+            backend=backend,
+            capacity=capacity,
+            devices=tuple(devices),
+            images=_image_set(images),
+        )
+
+    def change_images(self, images: Iterable[str], now: datetime) -> bool:
+        wanted = _image_set(images)
+        if wanted == self.images:
+            return False
+        return self._trigger(self.ImagesChanged, now, images=wanted)
+
+    def kernel_started(
+        self, kernel_id: str, session_id: str, container_id: str, now: datetime
+    ) -> bool:
+        """Report a running kernel; reporting it again (after a restart) changes nothing."""
+        known = self.running.get(kernel_id)
+        if known == RunningKernel(session_id=session_id, container_id=container_id):
+            return False
+        if known is not None:
+            raise KernelConflictError(
+                f"agent {self.id}: kernel {kernel_id} already runs in container "
+                f"{known.container_id} for session {known.session_id}"
+            )
+        return self._trigger(
+            self.Started, now, kernel_id=kernel_id, session_id=session_id, container_id=container_id
+        )
+
+    def kernel_failed_to_start(
+        self, kernel_id: str, session_id: str, reason: str, now: datetime
+    ) -> bool:
+        if kernel_id in self.running:
+            raise KernelConflictError(f"agent {self.id}: kernel {kernel_id} is already running")
+        return self._trigger(
+            self.FailedToStart, now, kernel_id=kernel_id, session_id=session_id, reason=reason
+        )
+
+    def kernel_exited(self, kernel_id: str, exit_code: int, reason: str, now: datetime) -> bool:
+        """Report an exit. An exit of a kernel not running (unknown, or already reported)
+        changes nothing, so a level-triggered agent may report what it sees every pass."""
+        known = self.running.get(kernel_id)
+        if known is None:
+            return False
+        return self._trigger(
+            self.Exited,
+            now,
+            kernel_id=kernel_id,
+            session_id=known.session_id,
+            exit_code=exit_code,
+            reason=reason,
+        )
+
+    # ---- events --------------------------------------------------------------------------
+
+    # One wire name for every registration: the first creates the aggregate, later ones
+    # (a restarted agent) change it. Loading picks the class by whether the agent exists.
+    class Registered(AgentRegistered, Aggregate.Created):
+        def apply(self, agent: Agent) -> None:
+            _registered(agent, self)
+
+    class Reregistered(AgentRegistered, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            _registered(agent, self)
+
+    class ImagesChanged(AgentImagesChanged, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.images = self.images
+
+    class Started(KernelStarted, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.running[self.kernel_id] = RunningKernel(
+                session_id=self.session_id, container_id=self.container_id
+            )
+
+    class FailedToStart(KernelFailedToStart, Aggregate.Event):
+        pass  # a fact for the scheduler; the agent's own state does not change
+
+    class Exited(KernelExited, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.running.pop(self.kernel_id, None)
+
+
+def _registered(agent: Agent, event: AgentRegistered) -> None:
+    agent.epoch = event.epoch
+    agent.hostname = event.hostname
+    agent.backend = event.backend
+    agent.capacity = event.capacity
+    agent.devices = event.devices
+    agent.images = event.images
+
+
+def _image_set(images: Iterable[str]) -> tuple[str, ...]:
+    # Sorted and unique, so that "changed" means the set changed, not the listing order.
+    return tuple(sorted(set(images)))

@@ -1,0 +1,54 @@
+"""Strict at the edge, lenient in the log: find unknown fields in input before validation.
+
+Value objects embedded in events (``SessionSpec``, ``ResourceSlots``, ``Actor``...) ignore
+unknown fields, so code that is one version behind can still read events that gained a field.
+Input from users must not get that leniency (a typo such as ``gpus`` would silently request
+nothing), so commands check their raw input against the whole model tree with this function.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
+
+
+def _models_in(annotation: Any) -> list[tuple[str, type[BaseModel]]]:
+    """Model types reachable from an annotation, tagged by how they nest (one, seq, map)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [("one", annotation)]
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return [found for arg in args for found in _models_in(arg)]
+    if origin in (list, tuple, set, frozenset):
+        return [("seq", m) for arg in args if arg is not Ellipsis for _, m in _models_in(arg)]
+    if origin is dict and len(args) == 2:
+        return [("map", m) for _, m in _models_in(args[1])]
+    return []
+
+
+def unknown_fields(model: type[BaseModel], data: Any, path: str = "") -> list[str]:
+    """Dotted paths of keys in ``data`` that ``model`` (or a nested model) does not define."""
+    if not isinstance(data, dict):
+        return []
+    found: list[str] = []
+    fields = model.model_fields
+    known = set(fields) | {f.alias for f in fields.values() if f.alias}
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in known:
+            found.append(where)
+            continue
+        name = key if key in fields else next(n for n, f in fields.items() if f.alias == key)
+        for shape, nested in _models_in(fields[name].annotation):
+            if shape == "one":
+                found += unknown_fields(nested, value, where)
+            elif shape == "seq" and isinstance(value, list | tuple):
+                for i, item in enumerate(value):
+                    found += unknown_fields(nested, item, f"{where}[{i}]")
+            elif shape == "map" and isinstance(value, dict):
+                for k, item in value.items():
+                    found += unknown_fields(nested, item, f"{where}.{k}")
+    return found

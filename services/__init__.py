@@ -1,0 +1,1 @@
+"""The services; each meets the others only on NATS, never by import."""

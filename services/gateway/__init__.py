@@ -1,0 +1,1 @@
+"""Gateway: GraphQL API, authentication, tenancy and admin command handling."""

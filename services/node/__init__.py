@@ -1,0 +1,1 @@
+"""Node agent: capacity, images, containers, devices, heartbeats, logs."""

@@ -1,0 +1,1 @@
+"""Scheduler: session lifecycle, admission, placement, node ledger, sweeps."""

@@ -1,0 +1,1 @@
+"""Storage: virtual folders, transfers, quotas, backends."""
