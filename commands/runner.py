@@ -75,7 +75,8 @@ class HandlerContext:
 
 Handler = Callable[[Any, HandlerContext], Awaitable[Decision]]
 """``async def create_session(cmd: CreateSession, ctx: HandlerContext) -> Decision``.
-A domain refusal is returned as ``Rejected``; an exception means "try again later"."""
+A refusal is returned as ``Rejected`` (or raised as a ``DomainError``, which becomes one);
+any other exception means "try again later"."""
 
 
 @dataclass
