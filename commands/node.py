@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from commands.aggregate import Aggregate
 from commands.errors import DomainError
 from events.domain.node import (
+    KernelStopRequested,
     NodeCapacityChanged,
     NodeCordoned,
     NodeLost,
@@ -40,6 +41,10 @@ class Allocation(BaseModel):
 
     session_id: str
     slots: ResourceSlots
+    image: str = ""
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    stopping: bool = False
 
 
 class Node(Aggregate):
@@ -111,12 +116,23 @@ class Node(Aggregate):
         return self._trigger(self.CapacityChanged, now, capacity=capacity)
 
     def allocate(
-        self, kernel_id: str, session_id: str, slots: ResourceSlots, now: datetime
+        self,
+        kernel_id: str,
+        session_id: str,
+        slots: ResourceSlots,
+        now: datetime,
+        *,
+        image: str = "",
+        command: tuple[str, ...] | None = None,
+        env: dict[str, str] | None = None,
     ) -> bool:
-        """Set ``slots`` aside for a kernel. The same allocation again changes nothing."""
+        """Set ``slots`` aside for a kernel and say what it runs. The same allocation again
+        changes nothing."""
         held = self.allocations.get(kernel_id)
-        wanted = Allocation(session_id=session_id, slots=slots)
-        if held == wanted:
+        wanted = Allocation(
+            session_id=session_id, slots=slots, image=image, command=command, env=env or {}
+        )
+        if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
         if held is not None:
             raise AllocationConflictError(
@@ -131,8 +147,22 @@ class Node(Aggregate):
             short = ", ".join(slots.shortfall(self.free))
             raise InsufficientCapacityError(f"node {self.id}: not enough free {short}")
         return self._trigger(
-            self.Allocated, now, kernel_id=kernel_id, session_id=session_id, slots=slots
+            self.Allocated,
+            now,
+            kernel_id=kernel_id,
+            session_id=session_id,
+            slots=slots,
+            image=image,
+            command=command,
+            env=env or {},
         )
+
+    def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:
+        """Ask the agent to stop a kernel; unknown or already stopping kernels change nothing."""
+        held = self.allocations.get(kernel_id)
+        if held is None or held.stopping:
+            return False
+        return self._trigger(self.StopRequested, now, kernel_id=kernel_id, reason=reason)
 
     def release(self, kernel_id: str, reason: str, now: datetime) -> bool:
         """Give a kernel's slots back; releasing what is not held changes nothing."""
@@ -177,8 +207,17 @@ class Node(Aggregate):
     class Allocated(ResourcesAllocated, Aggregate.Event):
         def apply(self, node: Node) -> None:
             node.allocations[self.kernel_id] = Allocation(
-                session_id=self.session_id, slots=self.slots
+                session_id=self.session_id,
+                slots=self.slots,
+                image=self.image,
+                command=self.command,
+                env=self.env,
             )
+
+    class StopRequested(KernelStopRequested, Aggregate.Event):
+        def apply(self, node: Node) -> None:
+            held = node.allocations[self.kernel_id]
+            node.allocations[self.kernel_id] = held.model_copy(update={"stopping": True})
 
     class Released(ResourcesReleased, Aggregate.Event):
         def apply(self, node: Node) -> None:

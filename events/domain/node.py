@@ -3,6 +3,8 @@ machine. Written only by the scheduler; the machine's agent reads its allocation
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from events.catalogue import Event, event
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
@@ -28,11 +30,25 @@ class NodeCapacityChanged(Event):
 
 @event("ResourcesAllocated", NODE)
 class ResourcesAllocated(Event):
-    """Slots were set aside for one kernel. Keyed by kernel id: allocations are a set."""
+    """Slots were set aside for one kernel. Keyed by kernel id: allocations are a set.
+
+    It also says what to run, so the ledger alone is the agent's desired state."""
 
     kernel_id: str
     session_id: str
     slots: ResourceSlots
+    image: str = ""
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+@event("KernelStopRequested", NODE)
+class KernelStopRequested(Event):
+    """The kernel should stop (its session is terminating). Its slots stay allocated until the
+    agent reports the exit; then the scheduler releases them."""
+
+    kernel_id: str
+    reason: str
 
 
 @event("ResourcesReleased", NODE)

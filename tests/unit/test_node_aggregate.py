@@ -14,6 +14,7 @@ from commands.node import (
 )
 from events.catalogue import Event
 from events.domain.node import (
+    KernelStopRequested,
     NodeCapacityChanged,
     NodeCordoned,
     NodeLost,
@@ -180,3 +181,42 @@ def test_capacity_below_the_allocations_leaves_nothing_free_but_keeps_them() -> 
 
     assert node.free == ResourceSlots()
     assert node.allocated == HALF_GPU
+
+
+def test_an_allocation_says_what_the_kernel_runs() -> None:
+    node = given(Node, NID, REGISTERED)
+
+    node.allocate("k1", "s1", HALF_GPU, NOW, image="busybox", command=("sh", "-c", "exit 3"))
+
+    assert then(node) == [
+        ResourcesAllocated(
+            kernel_id="k1",
+            session_id="s1",
+            slots=HALF_GPU,
+            image="busybox",
+            command=("sh", "-c", "exit 3"),
+        )
+    ]
+    assert node.allocations["k1"].image == "busybox"
+
+
+def test_stop_request_marks_the_kernel_but_keeps_its_slots() -> None:
+    node = given(Node, NID, REGISTERED, ALLOCATED)
+
+    assert node.request_stop("k1", "user request", NOW)
+
+    assert then(node) == [KernelStopRequested(kernel_id="k1", reason="user request")]
+    assert node.allocations["k1"].stopping
+    assert node.allocated == HALF_GPU  # released only when the agent reports the exit
+
+
+def test_stop_requested_twice_or_for_an_unknown_kernel_changes_nothing() -> None:
+    node = given(
+        Node, NID, REGISTERED, ALLOCATED, KernelStopRequested(kernel_id="k1", reason="user")
+    )
+
+    assert not node.request_stop("k1", "again", NOW)
+    assert not node.request_stop("k9", "unknown", NOW)
+    assert then(node) == []
+    # A retried allocation decision for a stopping kernel is still the same allocation.
+    assert not node.allocate("k1", "s1", HALF_GPU, NOW)
