@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ from events.store import EventStore
 from events.tail import Tail
 from events.writes import AggregateRef
 from jetyard.natsserver import NatsServer
+from jetyard.runtime import DataDirBusyError, default_data_dir
+from jetyard.serve import SERVICES, serve
+from jetyard.up import UpOptions, up
 from schemas.settings import NatsSettings
 from schemas.subjects import AggregateType
 
@@ -85,6 +89,32 @@ def parser() -> argparse.ArgumentParser:
     log = with_nats(sub.add_parser("log", help="replay the event log as JSON lines (audit)"))
     log.add_argument("--from-seq", type=int, default=1, help="first stream sequence to print")
     log.add_argument("--aggregate", help="only one aggregate, as <type>/<id>")
+    up = sub.add_parser("up", help="start the whole system on this machine (embedded defaults)")
+    up.add_argument(
+        "--data-dir",
+        default=os.environ.get("JETYARD_DATA_DIR", str(default_data_dir())),
+        help="where the log, views and logs live (env JETYARD_DATA_DIR)",
+    )
+    up.add_argument(
+        "--gateway-port",
+        type=int,
+        default=int(os.environ.get("JETYARD_GATEWAY_PORT", "8080")),
+        help="GraphQL port (env JETYARD_GATEWAY_PORT)",
+    )
+    up.add_argument(
+        "--nats-port",
+        type=int,
+        default=int(os.environ.get("JETYARD_NATS_PORT", "0")),
+        help="NATS port, 0 for a free one (env JETYARD_NATS_PORT)",
+    )
+    up.add_argument(
+        "--agent-backend",
+        choices=["auto", "docker", "simulated"],
+        default=os.environ.get("JETYARD_AGENT_BACKEND", "auto"),
+        help="containers on Docker, or simulated (env JETYARD_AGENT_BACKEND)",
+    )
+    serve = sub.add_parser("serve", help="run one service against an external NATS (JETYARD_*)")
+    serve.add_argument("service", choices=sorted(SERVICES))
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
     nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
     nats.add_argument("--port", type=int, default=4222)
@@ -94,13 +124,23 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.command == "up":
+            options = UpOptions(
+                data_dir=Path(args.data_dir).expanduser(),
+                gateway_port=args.gateway_port,
+                nats_port=args.nats_port,
+                agent_backend=args.agent_backend,
+            )
+            return up(options)
+        if args.command == "serve":
+            return serve(args.service)
         if args.command == "nats":
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
             return _nats(args)
         command = {"streams": _streams, "log": _log}[args.command]
         return asyncio.run(command(args))
-    except (ConnectionError, ServerUnsuitableError, ValueError) as exc:
+    except (ConnectionError, ServerUnsuitableError, DataDirBusyError, ValueError) as exc:
         print(f"jetyard: {exc}", file=sys.stderr)
         return 2
 

@@ -19,6 +19,7 @@ PARKED_PREFIX = "parked"
 HEARTBEATS_BUCKET = "jy-heartbeats"
 LEASES_BUCKET = "jy-leases"
 SNAPSHOTS_BUCKET = "jy-snapshots"
+LOGS_BUCKET = "jy-logs"  # object store: a kernel's stdout/stderr, named by kernel id
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"

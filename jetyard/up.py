@@ -1,0 +1,145 @@
+"""``jetyard up``: the whole system on one machine, embedded defaults, one command.
+
+Starts a ``nats-server`` child (127.0.0.1, generated token, pidfile, parent-death signal) on
+``<data-dir>/nats``, declares the streams, then runs every service as a child process
+(``jetyard serve <service>``) so Python uses every core. Ctrl-C stops the services, then the
+server. A lock on the data directory keeps a second ``up`` off it; a server orphaned by a
+``kill -9`` of an earlier ``up`` is found through its pidfile and stopped first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from events.bus import connect, ensure_streams
+from jetyard.natsserver import NatsServer
+from jetyard.runtime import DataDirLock, stop_orphaned_server
+from schemas.settings import NatsSettings
+
+SERVICE_ORDER = ("projections", "scheduler", "agent", "gateway")
+
+
+@dataclass
+class UpOptions:
+    data_dir: Path
+    gateway_port: int = 8080
+    nats_port: int = 0
+    agent_backend: str = "auto"
+    services: tuple[str, ...] = SERVICE_ORDER
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class Stack:
+    options: UpOptions
+    server: NatsServer | None = None
+    children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    lock: DataDirLock | None = None
+
+    def env(self) -> dict[str, str]:
+        assert self.server is not None and self.server.token is not None
+        data = self.options.data_dir
+        return {
+            **os.environ,
+            "JETYARD_NATS_URL": self.server.url,
+            "JETYARD_NATS_TOKEN": self.server.token,
+            "JETYARD_AGENT_DATA_DIR": str(data / "agent"),
+            "JETYARD_AGENT_BACKEND": self.options.agent_backend,
+            "JETYARD_PROJECTIONS_DATABASE_URL": os.environ.get(
+                "JETYARD_PROJECTIONS_DATABASE_URL", f"sqlite+aiosqlite:///{data / 'views.db'}"
+            ),
+            "JETYARD_GATEWAY_PORT": str(self.options.gateway_port),
+        }
+
+    def start(self) -> None:
+        data = self.options.data_dir
+        self.lock = DataDirLock(data)
+        self.lock.acquire()
+        orphan = stop_orphaned_server(data / "nats" / "nats-server.pid")
+        if orphan is not None:
+            print(f"stopped nats-server {orphan} left running by an earlier jetyard up")
+        self.server = NatsServer(
+            data_dir=data / "nats", port=self.options.nats_port, token=secrets.token_urlsafe(24)
+        ).start()
+        asyncio.run(self._declare())
+        (data / "logs").mkdir(parents=True, exist_ok=True)
+        for name in self.options.services:
+            log = open(data / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (kept for the child)
+            self.children[name] = subprocess.Popen(
+                [sys.executable, "-m", "jetyard.cli", "serve", name],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+
+    async def _declare(self) -> None:
+        assert self.server is not None
+        bus = await connect(
+            NatsSettings(url=self.server.url, token=self.server.token), name="jetyard-up"
+        )
+        try:
+            await ensure_streams(bus)
+        finally:
+            await bus.close()
+
+    def check_children(self) -> str | None:
+        for name, child in self.children.items():
+            if child.poll() is not None:
+                log = self.options.data_dir / "logs" / f"{name}.log"
+                return f"{name} exited with {child.returncode}; see {log}"
+        return None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in self.children.values():
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if self.server is not None:
+            self.server.stop()
+        if self.lock is not None:
+            self.lock.release()
+
+
+def up(options: UpOptions) -> int:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    stack = Stack(options)
+    try:
+        stack.start()
+        assert stack.server is not None
+        print(f"Jetyard is up (data in {options.data_dir})")
+        print(f"  GraphQL   http://127.0.0.1:{options.gateway_port}/graphql")
+        print(f"  health    http://127.0.0.1:{options.gateway_port}/healthz")
+        print(f"  NATS      {stack.server.url} (token in the services' environment)")
+        print(f"  logs      {options.data_dir / 'logs'}")
+        print("Ctrl-C stops everything.", flush=True)
+        while True:
+            received = signal.sigtimedwait({signal.SIGINT, signal.SIGTERM}, 1.0)
+            if received is not None:
+                print("stopping...", flush=True)
+                return 0
+            failed = stack.check_children()
+            if failed is not None:
+                print(f"jetyard up: {failed}", file=sys.stderr)
+                return 1
+    finally:
+        stack.stop()

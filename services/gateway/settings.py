@@ -1,0 +1,17 @@
+"""Gateway settings (``JETYARD_GATEWAY_*``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JETYARD_GATEWAY_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    command_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long a mutation waits for its outcome"
+    )
+    graphiql: bool = True
