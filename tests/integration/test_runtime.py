@@ -19,7 +19,8 @@ def test_a_second_holder_is_refused_until_the_first_dies(tmp_path: Path) -> None
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from jetyard.runtime import DataDirLock;"
-            "lock = DataDirLock(Path(sys.argv[1])); lock.acquire(); print('held', flush=True); time.sleep(60)",
+            "lock = DataDirLock(Path(sys.argv[1])); lock.acquire();"
+            "print('held', flush=True); time.sleep(60)",
             str(tmp_path),
         ],
         stdout=subprocess.PIPE,
