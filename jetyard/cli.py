@@ -62,6 +62,14 @@ async def _log(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _projections(args: argparse.Namespace) -> int:
+    """Rebuild every view into shadow tables from the first event, then swap them in."""
+    from projections.rebuild import rebuild_views
+    from projections.settings import ProjectionSettings
+
+    return await rebuild_views(ProjectionSettings(), _settings(args))
+
+
 def _nats(args: argparse.Namespace) -> int:
     """Run a development nats-server in the foreground, with every stream declared."""
     server = NatsServer(data_dir=Path(args.data_dir), port=args.port).start()
@@ -113,6 +121,8 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("JETYARD_AGENT_BACKEND", "auto"),
         help="containers on Docker, or simulated (env JETYARD_AGENT_BACKEND)",
     )
+    projections = with_nats(sub.add_parser("projections", help="read-model maintenance"))
+    projections.add_argument("action", choices=["rebuild"], help="rebuild every view from the log")
     serve = sub.add_parser("serve", help="run one service against an external NATS (JETYARD_*)")
     serve.add_argument("service", choices=sorted(SERVICES))
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
@@ -138,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
             return _nats(args)
-        command = {"streams": _streams, "log": _log}[args.command]
+        command = {"streams": _streams, "log": _log, "projections": _projections}[args.command]
         return asyncio.run(command(args))
     except (ConnectionError, ServerUnsuitableError, DataDirBusyError, ValueError) as exc:
         print(f"jetyard: {exc}", file=sys.stderr)

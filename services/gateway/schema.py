@@ -102,6 +102,13 @@ def _outcome(outcome: Outcome | None, command_id: str, session_id: str | None) -
     )
 
 
+async def _read_your_writes(ctx: Context, outcome: Outcome | None) -> None:
+    """After an accepted command, wait (bounded) until the views hold its events, so the
+    client's next query sees what its mutation did."""
+    if outcome is not None and outcome.accepted and outcome.event_seqs:
+        await ctx.views.wait_for(max(outcome.event_seqs), ctx.settings.read_your_writes_s)
+
+
 @strawberry.type
 class Query:
     @strawberry.field(description="Sessions, oldest first (Relay cursor pagination).")
@@ -194,6 +201,7 @@ class Mutation:
         except InputError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
         outcome = await ctx.commands.execute(command, timeout=ctx.settings.command_timeout_s)
+        await _read_your_writes(ctx, outcome)
         return _outcome(outcome, command.command_id, session_id_for(command.command_id))
 
     @strawberry.mutation(description="Stop a session: PENDING ones are cancelled.")
@@ -211,6 +219,7 @@ class Mutation:
         except ValueError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
         outcome = await ctx.commands.execute(command, timeout=ctx.settings.command_timeout_s)
+        await _read_your_writes(ctx, outcome)
         return _outcome(outcome, command.command_id, str(id))
 
 

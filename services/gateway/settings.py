@@ -14,4 +14,7 @@ class GatewaySettings(BaseSettings):
     command_timeout_s: float = Field(
         default=10.0, gt=0, description="how long a mutation waits for its outcome"
     )
+    read_your_writes_s: float = Field(
+        default=2.0, ge=0, description="how long a mutation waits for the views to catch up"
+    )
     graphiql: bool = True

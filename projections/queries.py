@@ -1,0 +1,214 @@
+"""What the gateway asks the views: sessions a page at a time (Relay keyset cursors, filters),
+one session with its status history, the nodes, and how far the views have read the log.
+Reads only the views' tables; no subjects."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from projections import agents, nodes, sessions
+from projections.base import positions
+from projections.db import slots_from
+from projections.views import VIEWS
+from schemas.resources import ResourceSlots
+from schemas.session import SessionStatus
+
+MAX_PAGE = 500
+_CURSOR = "session:"
+
+
+class InvalidCursorError(ValueError):
+    """A cursor that this code did not hand out."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    seq: int
+    status: SessionStatus
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    record: sessions.SessionRecord
+    history: tuple[StatusChange, ...] = ()
+    """Oldest first; filled by ``get_session`` (and by ``list_sessions`` when asked)."""
+
+    @property
+    def cursor(self) -> str:
+        return encode_cursor(self.record.created_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    rows: list[SessionView]
+    has_next: bool
+
+    @property
+    def cursors(self) -> list[str]:
+        return [row.cursor for row in self.rows]
+
+    @property
+    def end_cursor(self) -> str | None:
+        return self.rows[-1].cursor if self.rows else None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    id: str
+    hostname: str
+    resource_group: str
+    capacity: ResourceSlots
+    used: ResourceSlots
+    allocations: int
+    cordoned: bool
+    lost: bool
+    reason: str
+    updated_at: datetime
+    seq: int
+    backend: str | None
+    """From the machine's agent; None until it has registered."""
+    epoch: int | None
+    devices: tuple[dict[str, object], ...]
+    images: tuple[str, ...]
+
+
+def encode_cursor(created_seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR}{created_seq}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidCursorError(f"cursor {cursor!r} is not valid") from None
+    if not text.startswith(_CURSOR) or not text[len(_CURSOR) :].isdigit():
+        raise InvalidCursorError(f"cursor {cursor!r} is not valid")
+    return int(text[len(_CURSOR) :])
+
+
+async def list_sessions(
+    engine: AsyncEngine,
+    *,
+    first: int = 20,
+    after: str | None = None,
+    status: SessionStatus | str | Sequence[SessionStatus | str] | None = None,
+    domain: str | None = None,
+    project: str | None = None,
+    owner_id: str | None = None,
+    with_history: bool = False,
+) -> SessionPage:
+    """Sessions in the order they were requested, ``first`` of them after the ``after``
+    cursor. A keyset on the creating event's seq: stable while new sessions arrive, and an
+    index range scan however deep the page."""
+    if not 1 <= first <= MAX_PAGE:
+        raise ValueError(f"first must be between 1 and {MAX_PAGE}, got {first}")
+    t = sessions.tables().sessions
+    query = select(t).order_by(t.c.created_seq).limit(first + 1)
+    if after is not None:
+        query = query.where(t.c.created_seq > decode_cursor(after))
+    if status is not None:
+        wanted = [status] if isinstance(status, str) else list(status)
+        query = query.where(t.c.status.in_([SessionStatus(s).value for s in wanted]))
+    for column, value in (("domain", domain), ("project", project), ("owner_id", owner_id)):
+        if value is not None:
+            query = query.where(t.c[column] == value)
+    async with engine.connect() as conn:
+        records = [sessions.from_row(r) for r in await conn.execute(query)]
+        has_next = len(records) > first
+        records = records[:first]
+        history = await _history(conn, [r.id for r in records]) if with_history else {}
+    return SessionPage([SessionView(r, history.get(r.id, ())) for r in records], has_next)
+
+
+async def get_session(engine: AsyncEngine, session_id: str) -> SessionView | None:
+    """One session with its status history, read in one transaction."""
+    t = sessions.tables().sessions
+    async with engine.connect() as conn, conn.begin():
+        row = (await conn.execute(select(t).where(t.c.id == session_id))).first()
+        if row is None:
+            return None
+        history = await _history(conn, [session_id])
+    return SessionView(sessions.from_row(row), history.get(session_id, ()))
+
+
+async def _history(conn: AsyncConnection, ids: list[str]) -> dict[str, tuple[StatusChange, ...]]:
+    if not ids:
+        return {}
+    h = sessions.tables().history
+    query = select(h).where(h.c.session_id.in_(ids)).order_by(h.c.session_id, h.c.seq)
+    out: dict[str, list[StatusChange]] = {}
+    for r in await conn.execute(query):
+        out.setdefault(r.session_id, []).append(
+            StatusChange(r.seq, SessionStatus(r.status), r.reason, r.at)
+        )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _nodes_query(resource_group: str | None) -> Select[tuple[object, ...]]:
+    n, a = nodes.tables().nodes, agents.tables()
+    query = select(n, a.c.backend, a.c.epoch, a.c.devices, a.c.images).outerjoin(
+        a, a.c.id == n.c.id
+    )
+    if resource_group is not None:
+        query = query.where(n.c.resource_group == resource_group)
+    return query.order_by(n.c.resource_group, n.c.hostname)
+
+
+async def list_nodes(engine: AsyncEngine, *, resource_group: str | None = None) -> list[NodeView]:
+    """Every node (of one resource group if given), by group and host name."""
+    async with engine.connect() as conn:
+        rows = (await conn.execute(_nodes_query(resource_group))).all()
+    return [
+        NodeView(
+            id=r.id,
+            hostname=r.hostname,
+            resource_group=r.resource_group,
+            capacity=slots_from(r),
+            used=slots_from(r, "used_"),
+            allocations=r.allocations,
+            cordoned=r.cordoned,
+            lost=r.lost,
+            reason=r.reason,
+            updated_at=r.updated_at,
+            seq=r.last_seq,
+            backend=r.backend,
+            epoch=r.epoch,
+            devices=tuple(r.devices or ()),
+            images=tuple(r.images or ()),
+        )
+        for r in rows
+    ]
+
+
+async def position(engine: AsyncEngine) -> int:
+    """How far every view has read the log: the lowest stored position (0 if none yet)."""
+    query = select(func.min(positions.c.position)).where(
+        positions.c.view.in_([v.name for v in VIEWS])
+    )
+    async with engine.connect() as conn:
+        found = await conn.scalar(query)
+    return int(found or 0)
+
+
+async def wait_for_position(
+    engine: AsyncEngine, seq: int, timeout: float, *, poll: float = 0.05
+) -> bool:
+    """Read-your-writes from another process than the projector: poll the stored position
+    until it reaches ``seq`` (the sequence an outcome returned) or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while await position(engine) < seq:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+    return True

@@ -1,0 +1,275 @@
+"""The sessions view: one row per session and its status history with reasons.
+
+Reads ``ev.session.*`` (SessionRequested and every status change). ``apply`` is pure: a row
+and an event in, the new row and the history entry out; ``apply_batch`` loads the rows a batch
+touches in one query and writes the differences back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from events.catalogue import CATALOGUE
+from events.domain.session import (
+    SessionCancelled,
+    SessionCreating,
+    SessionFailed,
+    SessionPendingReasonChanged,
+    SessionPreparing,
+    SessionRequested,
+    SessionScheduled,
+    SessionStarted,
+    SessionTerminated,
+    SessionTerminating,
+)
+from events.envelope import StoredEvent
+from projections.base import UNDECODABLE, View, skip_undecodable
+from projections.db import UTCDateTime, sync_rows
+from schemas.session import SessionStatus
+
+NAME = "sessions"
+VERSION = 1
+EVENTS = frozenset(
+    cls.event_name
+    for cls in (
+        SessionRequested,
+        SessionPendingReasonChanged,
+        SessionScheduled,
+        SessionPreparing,
+        SessionCreating,
+        SessionStarted,
+        SessionTerminating,
+        SessionTerminated,
+        SessionCancelled,
+        SessionFailed,
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTables:
+    metadata: MetaData
+    sessions: Table
+    history: Table
+
+
+@lru_cache(maxsize=8)
+def tables(suffix: str = "") -> SessionTables:
+    """The view's tables; a rebuild builds a second set under a suffix and swaps it in."""
+    md = MetaData()
+    sessions = Table(
+        f"sessions{suffix}",
+        md,
+        Column("id", String(64), primary_key=True),
+        Column("created_seq", BigInteger, nullable=False),  # the keyset for pagination
+        Column("name", String(64)),
+        Column("status", String(16), nullable=False),
+        Column("status_reason", String, nullable=False),
+        Column("type", String(16), nullable=False),
+        Column("image", String(256), nullable=False),
+        Column("resource_group", String(64), nullable=False),
+        Column("cpu_milli", BigInteger, nullable=False),
+        Column("memory_bytes", BigInteger, nullable=False),
+        Column("gpu_hundredths", BigInteger, nullable=False),
+        Column("command", JSON),
+        Column("kernel_ids", JSON, nullable=False),
+        Column("node_ids", JSON, nullable=False),
+        Column("exit_code", Integer),
+        Column("domain", String(64), nullable=False),
+        Column("project", String(64)),
+        Column("owner_kind", String(16), nullable=False),
+        Column("owner_id", String(128), nullable=False),
+        Column("created_at", UTCDateTime, nullable=False),
+        Column("updated_at", UTCDateTime, nullable=False),
+        Column("last_seq", BigInteger, nullable=False),
+    )
+    Index(f"ix_{sessions.name}_created", sessions.c.created_seq, unique=True)
+    Index(f"ix_{sessions.name}_status", sessions.c.status, sessions.c.created_seq)
+    history = Table(
+        f"session_status_history{suffix}",
+        md,
+        Column("session_id", String(64), primary_key=True),
+        Column("seq", BigInteger, primary_key=True),
+        Column("status", String(16), nullable=False),
+        Column("reason", String, nullable=False),
+        Column("at", UTCDateTime, nullable=False),
+    )
+    return SessionTables(md, sessions, history)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str
+    created_seq: int
+    name: str | None
+    status: SessionStatus
+    status_reason: str
+    type: str
+    image: str
+    resource_group: str
+    cpu_milli: int
+    memory_bytes: int
+    gpu_hundredths: int
+    command: tuple[str, ...] | None
+    kernel_ids: tuple[str, ...]
+    node_ids: tuple[str, ...]
+    exit_code: int | None
+    domain: str
+    project: str | None
+    owner_kind: str
+    owner_id: str
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int
+    """The seq of the last event applied to this row: older or repeated events change nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusEntry:
+    session_id: str
+    seq: int
+    status: SessionStatus
+    reason: str
+    at: datetime
+
+
+def apply(
+    row: SessionRecord | None, event: StoredEvent
+) -> tuple[SessionRecord | None, StatusEntry | None]:
+    """One event on one session's row: the row after it, and the history entry it adds (None
+    when the event changes nothing, e.g. because the row has already seen it)."""
+    if row is not None and event.seq <= row.last_seq:
+        return row, None
+    env = event.envelope
+    payload = CATALOGUE.decode(env)
+    if isinstance(payload, SessionRequested):
+        if row is not None:  # created once, forever: a second creation cannot be real
+            return row, None
+        spec, total = payload.spec, payload.spec.total
+        row = SessionRecord(
+            id=env.aggregate_id,
+            created_seq=event.seq,
+            name=spec.name,
+            status=SessionStatus.PENDING,
+            status_reason=payload.reason,
+            type=spec.type.value,
+            image=spec.image,
+            resource_group=spec.resource_group,
+            cpu_milli=total.cpu_milli,
+            memory_bytes=total.memory_bytes,
+            gpu_hundredths=total.gpu_hundredths,
+            command=spec.command,
+            kernel_ids=payload.kernel_ids,
+            node_ids=(),
+            exit_code=None,
+            domain=env.tenant.domain,
+            project=env.tenant.project,
+            owner_kind=env.actor.kind.value,
+            owner_id=env.actor.id,
+            created_at=env.occurred_at,
+            updated_at=env.occurred_at,
+            last_seq=event.seq,
+        )
+        return row, _entry(row, event)
+    if row is None:  # a change to a session this view never saw created: nothing to change
+        return None, None
+    changes: dict[str, Any] = {}
+    match payload:
+        case SessionPendingReasonChanged(reason=reason):
+            status = SessionStatus.PENDING
+        case SessionScheduled(placements=placements, reason=reason):
+            status = SessionStatus.SCHEDULED
+            # In kernel order, each node once: what a user reads as "where it runs".
+            nodes = [placements[k] for k in row.kernel_ids if k in placements]
+            changes["node_ids"] = tuple(dict.fromkeys(nodes))
+        case SessionPreparing(reason=reason):
+            status = SessionStatus.PREPARING
+        case SessionCreating(reason=reason):
+            status = SessionStatus.CREATING
+        case SessionStarted(reason=reason):
+            status = SessionStatus.RUNNING
+        case SessionTerminating(reason=reason):
+            status = SessionStatus.TERMINATING
+        case SessionTerminated(reason=reason, exit_code=exit_code):
+            status = SessionStatus.TERMINATED
+            changes["exit_code"] = exit_code
+        case SessionCancelled(reason=reason):
+            status = SessionStatus.CANCELLED
+        case SessionFailed(reason=reason):
+            status = SessionStatus.ERROR
+        case _:
+            return row, None
+    row = replace(
+        row,
+        status=status,
+        status_reason=reason,
+        updated_at=env.occurred_at,
+        last_seq=event.seq,
+        **changes,
+    )
+    return row, _entry(row, event)
+
+
+def _entry(row: SessionRecord, event: StoredEvent) -> StatusEntry:
+    return StatusEntry(row.id, event.seq, row.status, row.status_reason, row.updated_at)
+
+
+_COLUMNS = tuple(f.name for f in fields(SessionRecord))
+
+
+def to_row(record: SessionRecord) -> dict[str, Any]:
+    row = {name: getattr(record, name) for name in _COLUMNS}
+    row["status"] = record.status.value
+    row["command"] = list(record.command) if record.command is not None else None
+    row["kernel_ids"] = list(record.kernel_ids)
+    row["node_ids"] = list(record.node_ids)
+    return row
+
+
+def from_row(row: Any) -> SessionRecord:
+    values = {name: getattr(row, name) for name in _COLUMNS}
+    values["status"] = SessionStatus(row.status)
+    values["command"] = tuple(row.command) if row.command is not None else None
+    values["kernel_ids"] = tuple(row.kernel_ids)
+    values["node_ids"] = tuple(row.node_ids)
+    return SessionRecord(**values)
+
+
+async def apply_batch(conn: AsyncConnection, suffix: str, events: Sequence[StoredEvent]) -> None:
+    """Apply a batch: read the touched rows once, fold in memory, write the differences."""
+    t = tables(suffix)
+    ids = list({e.envelope.aggregate_id for e in events})
+    found = await conn.execute(select(t.sessions).where(t.sessions.c.id.in_(ids)))
+    before = {row.id: from_row(row) for row in found}
+    after = dict(before)
+    entries: list[StatusEntry] = []
+    for event in events:
+        sid = event.envelope.aggregate_id
+        try:
+            record, entry = apply(after.get(sid), event)
+        except UNDECODABLE as exc:
+            skip_undecodable(NAME, event, exc)
+            continue
+        if record is not None:
+            after[sid] = record
+        if entry is not None:
+            entries.append(entry)
+    await sync_rows(
+        conn,
+        t.sessions,
+        {k: to_row(v) for k, v in before.items()},
+        {k: to_row(v) for k, v in after.items()},
+    )
+    if entries:
+        history = [{**asdict(e), "status": e.status.value} for e in entries]
+        await conn.execute(t.history.insert(), history)
+
+
+VIEW = View(NAME, VERSION, EVENTS, lambda suffix: tables(suffix).metadata, apply_batch)

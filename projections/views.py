@@ -1,0 +1,8 @@
+"""Every view this code keeps, in one place: the projector, a rebuild and the queries use it."""
+
+from __future__ import annotations
+
+from projections import agents, nodes, sessions
+from projections.base import View
+
+VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW)

@@ -1,0 +1,215 @@
+"""The sessions view's pure ``apply``: rows and status history from session events, idempotent;
+and its batch apply on an in-memory SQLite database."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from events.catalogue import Event
+from events.domain.session import (
+    SessionCancelled,
+    SessionCreating,
+    SessionFailed,
+    SessionPendingReasonChanged,
+    SessionPreparing,
+    SessionRequested,
+    SessionScheduled,
+    SessionStarted,
+    SessionTerminated,
+    SessionTerminating,
+)
+from events.envelope import StoredEvent
+from events.writes import AggregateRef
+from projections import sessions
+from projections.db import create_engine, writing
+from projections.sessions import SessionRecord, StatusEntry, apply
+from schemas.ids import kernel_id_for
+from schemas.principal import Actor, ActorKind, Tenant
+from schemas.resources import ResourceSlots
+from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from tests.support import NOW, envelope, ref
+
+OWNER = Actor(kind=ActorKind.USER, id="user-7")
+TENANT = Tenant(domain="lab", project="vision")
+SPEC = SessionSpec(
+    image="cuda:12",
+    kernels=(
+        KernelSpec(resources=ResourceSlots(cpu_milli=2000, memory_bytes=2**30, gpu_hundredths=50)),
+    ),
+    command=("python", "train.py"),
+    name="train-1",
+)
+
+
+def stored(seq: int, session: AggregateRef, version: int, event: Event) -> StoredEvent:
+    env = envelope(session, version, name=event.event_name, payload=event.model_dump(mode="json"))
+    at = NOW + timedelta(seconds=version)
+    return StoredEvent(
+        seq, env.model_copy(update={"actor": OWNER, "tenant": TENANT, "occurred_at": at})
+    )
+
+
+def requested(seq: int, session: AggregateRef) -> StoredEvent:
+    kernels = (kernel_id_for(session.id, 0),)
+    return stored(seq, session, 1, SessionRequested(spec=SPEC, kernel_ids=kernels))
+
+
+def fold(events: list[StoredEvent]) -> tuple[SessionRecord | None, list[StatusEntry]]:
+    row: SessionRecord | None = None
+    history: list[StatusEntry] = []
+    for event in events:
+        row, entry = apply(row, event)
+        if entry is not None:
+            history.append(entry)
+    return row, history
+
+
+def test_requested_creates_a_pending_row_with_what_was_asked() -> None:
+    session = ref()
+    row, entry = apply(None, requested(10, session))
+    assert row is not None and entry is not None
+    assert (row.id, row.created_seq, row.last_seq) == (session.id, 10, 10)
+    assert (row.status, row.status_reason) == (SessionStatus.PENDING, "requested")
+    assert (row.name, row.image, row.type, row.resource_group) == (
+        "train-1",
+        "cuda:12",
+        "interactive",
+        "default",
+    )
+    assert (row.cpu_milli, row.memory_bytes, row.gpu_hundredths) == (2000, 2**30, 50)
+    assert row.command == ("python", "train.py")
+    assert row.kernel_ids == (kernel_id_for(session.id, 0),)
+    assert (row.domain, row.project, row.owner_kind, row.owner_id) == (
+        "lab",
+        "vision",
+        "user",
+        "user-7",
+    )
+    assert row.created_at == row.updated_at == NOW + timedelta(seconds=1)
+    assert entry == StatusEntry(session.id, 10, SessionStatus.PENDING, "requested", row.created_at)
+
+
+def test_every_status_change_is_recorded_with_its_reason() -> None:
+    session = ref()
+    kernel = kernel_id_for(session.id, 0)
+    changes: list[Event] = [
+        SessionPendingReasonChanged(reason="fits nowhere: gpu"),
+        SessionScheduled(placements={kernel: "node-a"}, reason="placed"),
+        SessionPreparing(reason="pulling image"),
+        SessionCreating(reason="creating container"),
+        SessionStarted(reason="kernel started"),
+        SessionTerminating(reason="user asked"),
+        SessionTerminated(reason="kernel exited", exit_code=3),
+    ]
+    events = [requested(1, session)]
+    events += [stored(10 + i, session, 2 + i, e) for i, e in enumerate(changes)]
+    row, history = fold(events)
+    assert row is not None
+    assert (row.status, row.status_reason, row.exit_code) == (
+        SessionStatus.TERMINATED,
+        "kernel exited",
+        3,
+    )
+    assert row.node_ids == ("node-a",)
+    assert (row.created_seq, row.last_seq) == (1, 16)
+    assert row.updated_at == NOW + timedelta(seconds=8)
+    assert [(h.seq, h.status, h.reason) for h in history] == [
+        (1, SessionStatus.PENDING, "requested"),
+        (10, SessionStatus.PENDING, "fits nowhere: gpu"),
+        (11, SessionStatus.SCHEDULED, "placed"),
+        (12, SessionStatus.PREPARING, "pulling image"),
+        (13, SessionStatus.CREATING, "creating container"),
+        (14, SessionStatus.RUNNING, "kernel started"),
+        (15, SessionStatus.TERMINATING, "user asked"),
+        (16, SessionStatus.TERMINATED, "kernel exited"),
+    ]
+
+
+def test_cancelled_and_failed_sessions_end_with_their_reason() -> None:
+    cancelled, failed = ref(), ref()
+    row, _ = fold(
+        [requested(1, cancelled), stored(2, cancelled, 2, SessionCancelled(reason="user asked"))]
+    )
+    assert row is not None and (row.status, row.status_reason) == (
+        SessionStatus.CANCELLED,
+        "user asked",
+    )
+    row, _ = fold([requested(3, failed), stored(4, failed, 2, SessionFailed(reason="never fits"))])
+    assert row is not None and (row.status, row.status_reason) == (
+        SessionStatus.ERROR,
+        "never fits",
+    )
+    assert row.exit_code is None and row.node_ids == ()
+
+
+def test_an_event_already_applied_changes_nothing() -> None:
+    session = ref()
+    first = requested(5, session)
+    failed = stored(9, session, 2, SessionFailed(reason="boom"))
+    row, _ = fold([first, failed])
+    # Redelivered, or older than what the row has seen: same row, no history entry.
+    for again in (first, failed, stored(7, session, 2, SessionCancelled(reason="late"))):
+        assert apply(row, again) == (row, None)
+
+
+def test_changes_to_a_session_never_created_are_ignored() -> None:
+    assert apply(None, stored(3, ref(), 2, SessionStarted(reason="kernel started"))) == (None, None)
+
+
+async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
+    engine = create_engine("sqlite+aiosqlite://")
+    t = sessions.tables()
+    one, two = ref(), ref()
+    batch = [
+        requested(1, one),
+        requested(2, two),
+        stored(
+            3,
+            one,
+            2,
+            SessionScheduled(placements={kernel_id_for(one.id, 0): "n1"}, reason="placed"),
+        ),
+        stored(4, two, 2, SessionCancelled(reason="user asked")),
+        stored(5, one, 3, SessionStarted(reason="kernel started")),
+    ]
+    try:
+        async with writing(engine) as conn:
+            await conn.run_sync(t.metadata.create_all)
+        for _ in range(2):  # the second time is a redelivery: nothing may change
+            async with writing(engine) as conn:
+                await sessions.apply_batch(conn, "", batch)
+            async with engine.connect() as conn:
+                rows = {r.id: r for r in await conn.execute(select(t.sessions))}
+                history = (await conn.execute(select(t.history).order_by(t.history.c.seq))).all()
+            assert {k: (r.status, r.node_ids, r.last_seq) for k, r in rows.items()} == {
+                one.id: ("RUNNING", ["n1"], 5),
+                two.id: ("CANCELLED", [], 4),
+            }
+            assert [(h.session_id, h.seq, h.status) for h in history] == [
+                (one.id, 1, "PENDING"),
+                (two.id, 2, "PENDING"),
+                (one.id, 3, "SCHEDULED"),
+                (two.id, 4, "CANCELLED"),
+                (one.id, 5, "RUNNING"),
+            ]
+            assert rows[one.id].created_at.tzinfo is not None  # aware on SQLite too
+    finally:
+        await engine.dispose()
+
+
+async def test_an_event_no_view_can_read_is_skipped_and_the_batch_goes_on() -> None:
+    engine = create_engine("sqlite+aiosqlite://")
+    t = sessions.tables()
+    good, bad = ref(), ref()
+    broken = StoredEvent(2, envelope(bad, 1, name="SessionRequested", payload={"spec": "?"}))
+    try:
+        async with writing(engine) as conn:
+            await conn.run_sync(t.metadata.create_all)
+            await sessions.apply_batch(conn, "", [requested(1, good), broken])
+        async with engine.connect() as conn:
+            ids = (await conn.execute(select(t.sessions.c.id))).scalars().all()
+        assert ids == [good.id]
+    finally:
+        await engine.dispose()
