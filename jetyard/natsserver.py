@@ -123,4 +123,7 @@ def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     pr_set_pdeathsig = 1
     libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    # A parent that waits for signals with sigtimedwait blocks them; the server must not
+    # inherit that, or SIGTERM could never stop it.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     os.setsid()

@@ -40,6 +40,9 @@ class UpOptions:
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    # `up` blocks SIGINT/SIGTERM to receive them with sigtimedwait; a child inherits the
+    # mask, and a service that cannot receive SIGTERM cannot be stopped cleanly.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 @dataclass

@@ -1,0 +1,109 @@
+"""The container backend protocol the agent drives (docker or simulated). Reads and writes no
+subjects: backends see only the machine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from schemas.resources import ResourceSlots
+
+# Labels on every container the agent creates: the agent finds its containers by these alone
+# (never by a list kept in memory), so a restarted agent sees exactly what runs.
+LABEL_MANAGED = "jetyard.managed"
+LABEL_NODE = "jetyard.node_id"
+LABEL_KERNEL = "jetyard.kernel_id"
+LABEL_SESSION = "jetyard.session_id"
+
+ContainerStatus = Literal["created", "running", "exited"]
+"""created: made but never started; running: a process may run; exited: it ended."""
+
+
+def container_name(kernel_id: str) -> str:
+    """One name per kernel: creating it twice collides (409) instead of running it twice."""
+    return f"jy-{kernel_id}"
+
+
+def labels_for(node_id: str, kernel_id: str, session_id: str) -> dict[str, str]:
+    return {
+        LABEL_MANAGED: "true",
+        LABEL_NODE: node_id,
+        LABEL_KERNEL: kernel_id,
+        LABEL_SESSION: session_id,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSpec:
+    """What to run for one kernel: taken from its allocation on the node ledger."""
+
+    kernel_id: str
+    session_id: str
+    image: str
+    command: tuple[str, ...] | None
+    env: dict[str, str] = field(default_factory=dict)
+    slots: ResourceSlots = field(default_factory=ResourceSlots)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """One of this node's containers as the backend sees it now."""
+
+    kernel_id: str
+    session_id: str
+    container_id: str
+    status: ContainerStatus
+    exit_code: int | None = None
+    """Known once exited."""
+    oom_killed: bool = False
+
+
+class StartFailedError(Exception):
+    """A kernel cannot start here for a reason retrying will not fix (unknown image, refused
+    configuration). The message is shown to the user, so it says what is wrong."""
+
+
+class BackendUnavailableError(Exception):
+    """The backend cannot be reached at all (no Docker socket, engine down)."""
+
+
+class Backend(Protocol):
+    @property
+    def name(self) -> str:
+        """Reported in ``AgentRegistered.backend`` ("docker", "simulated")."""
+        ...
+
+    async def images(self) -> list[str]:
+        """Image references present on the machine (nothing is ever pulled)."""
+        ...
+
+    async def containers(self) -> list[Container]:
+        """Every container of this node (by label), whatever its status."""
+        ...
+
+    async def start(self, spec: KernelSpec) -> str:
+        """Create and start the kernel's container and return its id. Idempotent: if the
+        container exists already, start it if it never started, and return its id.
+        Raises ``StartFailedError`` when it cannot run here."""
+        ...
+
+    async def stop(self, container_id: str, timeout_s: float) -> None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; stopping a gone or exited one is a no-op."""
+        ...
+
+    async def logs(self, container_id: str, max_bytes: int) -> str:
+        """Its stdout and stderr so far (the last ``max_bytes``)."""
+        ...
+
+    async def remove(self, container_id: str) -> None:
+        """Remove a container; removing a gone one is a no-op."""
+        ...
+
+    async def watch(self, changed: Callable[[], None]) -> None:
+        """Call ``changed()`` whenever one of this node's containers may have changed status,
+        and once after (re)subscribing, since changes may have been missed meanwhile. Runs
+        until cancelled."""
+        ...
+
+    async def close(self) -> None: ...

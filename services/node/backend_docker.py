@@ -1,0 +1,214 @@
+"""The Docker backend (aiodocker): one container per kernel, found by label. Reads and writes no
+subjects; talks only to the local Docker engine.
+
+Containers are named ``jy-<kernel id>`` and labelled with the node, kernel and session, so a
+restarted agent re-attaches by listing labels, and a second create of the same kernel collides
+(409) instead of running it twice. Images are never pulled: a missing image fails the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import aiodocker
+import aiohttp
+from aiodocker.containers import DockerContainer
+
+from services.node.backend import (
+    LABEL_KERNEL,
+    LABEL_MANAGED,
+    LABEL_NODE,
+    LABEL_SESSION,
+    BackendUnavailableError,
+    Container,
+    ContainerStatus,
+    KernelSpec,
+    StartFailedError,
+    container_name,
+    labels_for,
+)
+from schemas.resources import GPU_QUANTUM
+
+log = logging.getLogger(__name__)
+
+NANO_CPUS_PER_MILLI = 1_000_000
+_STATUS: dict[str, ContainerStatus] = {
+    "created": "created",
+    "running": "running",
+    "paused": "running",
+    "restarting": "running",
+    "exited": "exited",
+    "dead": "exited",
+    "removing": "exited",
+}
+
+
+class DockerBackend:
+    def __init__(self, docker: aiodocker.Docker, node_id: str, *, stop_timeout_s: float) -> None:
+        self._docker = docker
+        self.node_id = node_id
+        self._stop_timeout_s = stop_timeout_s
+
+    @classmethod
+    async def connect(
+        cls, node_id: str, *, url: str | None = None, stop_timeout_s: float = 10.0
+    ) -> DockerBackend:
+        """Reach the engine (raises ``BackendUnavailableError`` with the reason if it does not
+        answer within a few seconds)."""
+        docker: aiodocker.Docker | None = None
+        try:
+            docker = aiodocker.Docker(url=url)
+            await asyncio.wait_for(docker.version(), timeout=5.0)
+        except (Exception, TimeoutError) as exc:
+            if docker is not None:
+                await docker.close()
+            raise BackendUnavailableError(f"Docker is not reachable: {exc!r}") from exc
+        return cls(docker, node_id, stop_timeout_s=stop_timeout_s)
+
+    @property
+    def name(self) -> str:
+        return "docker"
+
+    async def images(self) -> list[str]:
+        listed = await self._docker.images.list()
+        tags = {tag for image in listed for tag in (image.get("RepoTags") or [])}
+        tags.discard("<none>:<none>")
+        return sorted(tags)
+
+    def _filters(self) -> str:
+        return json.dumps({"label": [f"{LABEL_MANAGED}=true", f"{LABEL_NODE}={self.node_id}"]})
+
+    async def containers(self) -> list[Container]:
+        listed = await self._docker.containers.list(all=True, filters=self._filters())
+        found: list[Container] = []
+        for entry in listed:
+            labels: dict[str, str] = entry["Labels"] or {}
+            status = _STATUS.get(str(entry["State"]))
+            if status is None or LABEL_KERNEL not in labels:
+                continue
+            exit_code, oom = None, False
+            if status == "exited":
+                # The listing shows the exit code only inside a sentence; inspect for the number.
+                try:
+                    state = (await entry.show())["State"]
+                except aiodocker.DockerError as exc:
+                    if exc.status == 404:
+                        continue  # removed meanwhile
+                    raise
+                exit_code, oom = int(state["ExitCode"]), bool(state.get("OOMKilled"))
+            found.append(
+                Container(
+                    kernel_id=labels[LABEL_KERNEL],
+                    session_id=labels.get(LABEL_SESSION, ""),
+                    container_id=entry.id,
+                    status=status,
+                    exit_code=exit_code,
+                    oom_killed=oom,
+                )
+            )
+        return found
+
+    def _config(self, spec: KernelSpec) -> dict[str, Any]:
+        host: dict[str, Any] = {"Init": True}  # docker-init as PID 1 forwards SIGTERM
+        if spec.slots.cpu_milli:
+            host["NanoCpus"] = spec.slots.cpu_milli * NANO_CPUS_PER_MILLI
+        if spec.slots.memory_bytes:
+            # MemorySwap = Memory: no swap beyond the limit, so the limit is the real one.
+            host["Memory"] = host["MemorySwap"] = spec.slots.memory_bytes
+        if spec.slots.gpu_hundredths:
+            # Whole devices until the ledger assigns device ids (then: DeviceIDs = NVML uuids).
+            count = math.ceil(spec.slots.gpu_hundredths / GPU_QUANTUM)
+            host["DeviceRequests"] = [
+                {"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}
+            ]
+        config: dict[str, Any] = {
+            "Image": spec.image,
+            "Labels": labels_for(self.node_id, spec.kernel_id, spec.session_id),
+            "Env": [f"{k}={v}" for k, v in sorted(spec.env.items())],
+            "StopTimeout": math.ceil(self._stop_timeout_s),
+            "HostConfig": host,
+        }
+        if spec.command:
+            config["Cmd"] = list(spec.command)
+        return config
+
+    async def start(self, spec: KernelSpec) -> str:
+        if not spec.image:
+            raise StartFailedError("the allocation names no image")
+        name = container_name(spec.kernel_id)
+        try:
+            container = await self._docker.containers.create(self._config(spec), name=name)
+        except aiodocker.DockerError as exc:
+            if exc.status == 409:  # made before: by an earlier pass, or an agent that died
+                container = await self._docker.containers.get(name)
+                if container["State"]["Status"] != "created":
+                    return container.id
+            elif exc.status == 404:
+                raise StartFailedError(
+                    f"image {spec.image!r} is not present on this node ({exc.message})"
+                ) from exc
+            else:
+                raise StartFailedError(f"Docker refused to create the container: {exc.message}")
+        try:
+            await container.start()
+        except aiodocker.DockerError as exc:
+            # Remove what was created: a failed kernel must leave nothing behind.
+            with contextlib.suppress(aiodocker.DockerError):
+                await container.delete(force=True)
+            raise StartFailedError(f"Docker could not start the container: {exc.message}") from exc
+        return container.id
+
+    def _container(self, container_id: str) -> DockerContainer:
+        return self._docker.containers.container(container_id)
+
+    async def stop(self, container_id: str, timeout_s: float) -> None:
+        try:
+            await self._container(container_id).stop(t=math.ceil(timeout_s))
+        except aiodocker.DockerError as exc:
+            if exc.status not in (304, 404):  # already stopped, already gone
+                raise
+
+    async def logs(self, container_id: str, max_bytes: int) -> str:
+        try:
+            lines = await self._container(container_id).log(stdout=True, stderr=True)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return ""
+            raise
+        return "".join(lines)[-max_bytes:]
+
+    async def remove(self, container_id: str) -> None:
+        try:
+            await self._container(container_id).delete(force=True)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise
+
+    async def watch(self, changed: Callable[[], None]) -> None:
+        filters = json.dumps(
+            {
+                "type": ["container"],
+                "label": [f"{LABEL_NODE}={self.node_id}"],
+                "event": ["start", "die", "destroy"],
+            }
+        )
+        while True:
+            subscriber = self._docker.events.subscribe(filters=filters)
+            changed()  # whatever happened while not subscribed is found by listing
+            while await subscriber.get() is not None:
+                changed()
+            # The stream ended (engine restarted, connection lost): subscribe again.
+            with contextlib.suppress(Exception):
+                await self._docker.events.stop()
+            log.warning("Docker event stream ended; subscribing again")
+            await asyncio.sleep(1.0)
+
+    async def close(self) -> None:
+        with contextlib.suppress(aiohttp.ClientError, aiodocker.DockerError):
+            await self._docker.close()

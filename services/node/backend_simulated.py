@@ -1,0 +1,141 @@
+"""The simulated backend: kernels that "run" in memory, no containers. Reads and writes no
+subjects.
+
+For scale tests (thousands of agents in one process) and machines without Docker. A kernel's
+command decides what it does:
+
+- ``("exit", "<code>")``: it exits with that code right after it starts;
+- ``("sleep", "<seconds>")``: it runs that long, then exits with 0;
+- anything else (or no command): it runs until stopped.
+
+Stopping a running kernel ends it with 143 (SIGTERM, as Docker with ``Init`` reports it). An
+image that is not in the configured set fails to start, as it would on Docker. No thread or task
+per kernel: timed exits are loop timers, so a process holds many agents cheaply. The state lives
+in this object, so an agent restarted with the same backend object re-attaches its kernels, the
+way a restarted agent finds its containers on a real machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from services.node.backend import Container, ContainerStatus, KernelSpec, StartFailedError
+
+SIGTERM_EXIT = 143
+
+
+@dataclass(slots=True)
+class _Kernel:
+    spec: KernelSpec
+    container_id: str
+    status: ContainerStatus = "running"
+    exit_code: int | None = None
+    log: list[str] = field(default_factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+class SimulatedBackend:
+    def __init__(self, node_id: str, images: Iterable[str]) -> None:
+        self.node_id = node_id
+        self._images = set(images)
+        self._kernels: dict[str, _Kernel] = {}  # by container id
+        self._names: dict[str, str] = {}  # kernel id -> container id (the unique "name")
+        self._listeners: list[Callable[[], None]] = []
+
+    @property
+    def name(self) -> str:
+        return "simulated"
+
+    async def images(self) -> list[str]:
+        return sorted(self._images)
+
+    async def containers(self) -> list[Container]:
+        return [
+            Container(
+                kernel_id=k.spec.kernel_id,
+                session_id=k.spec.session_id,
+                container_id=k.container_id,
+                status=k.status,
+                exit_code=k.exit_code,
+            )
+            for k in self._kernels.values()
+        ]
+
+    async def start(self, spec: KernelSpec) -> str:
+        existing = self._names.get(spec.kernel_id)
+        if existing is not None:
+            return existing
+        if spec.image not in self._images:
+            raise StartFailedError(f"image {spec.image!r} is not present on this node")
+        command = spec.command or ()
+        delay, code = _behaviour(command)
+        kernel = _Kernel(spec=spec, container_id=f"sim-{uuid.uuid4().hex}")
+        kernel.log.append(f"simulated kernel {spec.kernel_id}: {' '.join(command)}\n")
+        self._kernels[kernel.container_id] = kernel
+        self._names[spec.kernel_id] = kernel.container_id
+        if delay is not None:
+            # Exits after start() returns, as a real process would: the agent reports the start
+            # first and then sees the exit through ``watch``.
+            loop = asyncio.get_running_loop()
+            kernel.timer = loop.call_later(delay, self._exit, kernel.container_id, code)
+        return kernel.container_id
+
+    def exit_kernel(self, kernel_id: str, exit_code: int) -> None:
+        """Make a running kernel exit on its own (a crash, a finished job), as tests need."""
+        container_id = self._names.get(kernel_id)
+        if container_id is not None:
+            self._exit(container_id, exit_code)
+
+    def _exit(self, container_id: str, exit_code: int) -> None:
+        kernel = self._kernels.get(container_id)
+        if kernel is None or kernel.status != "running":
+            return
+        if kernel.timer is not None:
+            kernel.timer.cancel()
+        kernel.status, kernel.exit_code, kernel.timer = "exited", exit_code, None
+        kernel.log.append(f"exited with code {exit_code}\n")
+        for changed in list(self._listeners):
+            changed()
+
+    async def stop(self, container_id: str, timeout_s: float) -> None:
+        self._exit(container_id, SIGTERM_EXIT)
+
+    async def logs(self, container_id: str, max_bytes: int) -> str:
+        kernel = self._kernels.get(container_id)
+        text = "".join(kernel.log) if kernel is not None else ""
+        return text[-max_bytes:]
+
+    async def remove(self, container_id: str) -> None:
+        kernel = self._kernels.pop(container_id, None)
+        if kernel is None:
+            return
+        if kernel.timer is not None:
+            kernel.timer.cancel()
+        self._names.pop(kernel.spec.kernel_id, None)
+
+    async def watch(self, changed: Callable[[], None]) -> None:
+        self._listeners.append(changed)
+        try:
+            changed()
+            await asyncio.Future()  # exits call the listeners directly; wait to be cancelled
+        finally:
+            self._listeners.remove(changed)
+
+    async def close(self) -> None:
+        pass  # the simulated machine outlives its agents, like a real one
+
+
+def _behaviour(command: tuple[str, ...]) -> tuple[float | None, int]:
+    """(seconds until it exits, or None to run until stopped; its exit code)."""
+    if len(command) == 2 and command[0] in ("exit", "sleep"):
+        try:
+            value = float(command[1]) if command[0] == "sleep" else int(command[1])
+        except ValueError:
+            raise StartFailedError(
+                f"simulated command {' '.join(command)!r} needs a number after {command[0]!r}"
+            ) from None
+        return (0.0, int(value)) if command[0] == "exit" else (value, 0)
+    return None, 0

@@ -1,0 +1,69 @@
+"""Agent settings (``JETYARD_AGENT_*``), built once at start-up and passed down. NATS settings
+are separate (``schemas.settings.NatsSettings``, ``JETYARD_NATS_*``)."""
+
+from __future__ import annotations
+
+import socket
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+BackendChoice = Literal["docker", "simulated", "auto"]
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "jetyard" / "agent"
+
+
+class AgentSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JETYARD_AGENT_", extra="forbid")
+
+    hostname: str = Field(
+        default_factory=socket.gethostname,
+        description="the machine's name; the node id is uuid5 of it, so keep it stable",
+    )
+    backend: BackendChoice = Field(
+        default="auto",
+        description="auto: docker when its socket answers, else simulated (said loudly)",
+    )
+    heartbeat_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "how often the heartbeat is refreshed; default and upper bound: "
+            "JETYARD_NATS_HEARTBEAT_INTERVAL_S, which sets the bucket's TTL (3x)"
+        ),
+    )
+    resource_group: str = Field(
+        default="default",
+        description="the group this node should join (not yet carried by AgentRegistered)",
+    )
+    data_dir: Path = Field(
+        default_factory=_default_data_dir, description="scratch space for kernels (mounts)"
+    )
+    docker_url: str | None = Field(
+        default=None, description="Docker engine address; default DOCKER_HOST or the socket"
+    )
+    stop_timeout_s: float = Field(
+        default=10.0, gt=0, description="grace between SIGTERM and SIGKILL when stopping"
+    )
+    resync_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a full reconcile at least this often, even without any change seen",
+    )
+    max_log_bytes: int = Field(
+        default=8 << 20, gt=0, description="the tail of a kernel's output kept after it ends"
+    )
+    cpu: Decimal | None = Field(default=None, gt=0, description="override the CPUs offered")
+    memory_bytes: int | None = Field(
+        default=None, gt=0, description="override the memory offered"
+    )
+    simulated_images: tuple[str, ...] = Field(
+        default=("jetyard-busybox:latest",),
+        description="the images a simulated machine has",
+    )
+    simulated_gpus: int = Field(default=0, ge=0, description="GPUs a simulated machine has")

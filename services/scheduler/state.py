@@ -1,0 +1,232 @@
+"""The scheduler's view of the cluster, folded from ``ev.session.*``, ``ev.node.*`` and
+``ev.agent.*``: sessions and node ledgers (the aggregates it alone writes), what each agent
+reports, the waiting sessions per resource group, and the work a decision pass must look at.
+
+Pure: ``evolve`` does no I/O and reads no clock. It only records what changed and calls
+``wake`` when a decision pass could now decide something new.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from commands.node import Node
+from commands.session import Session
+from events.catalogue import CATALOGUE
+from events.domain.agent import (
+    AgentImagesChanged,
+    AgentRegistered,
+    KernelExited,
+    KernelFailedToStart,
+    KernelStarted,
+)
+from events.envelope import Envelope, StoredEvent
+from events.fold import FoldedState
+from events.writes import AggregateRef
+from schemas.principal import Tenant
+from schemas.resources import ResourceSlots
+from schemas.session import SessionStatus
+from schemas.subjects import AggregateType
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESOURCE_GROUP = "default"
+
+# Node ledger events after which a waiting session may fit where it did not before.
+CAPACITY_EVENTS = frozenset(
+    {"NodeRegistered", "NodeCapacityChanged", "ResourcesReleased", "NodeUncordoned", "NodeRecovered"}
+)
+
+KernelFact = KernelStarted | KernelExited | KernelFailedToStart
+
+
+@dataclass
+class TrackedSession:
+    """A session with what later decisions about it carry in their envelopes."""
+
+    session: Session
+    tenant: Tenant
+    correlation_id: str
+    last_event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    hostname: str
+    capacity: ResourceSlots
+    images: frozenset[str]
+    epoch: int
+    resource_group: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something an agent reported about a kernel, to turn into session and ledger changes."""
+
+    agent_id: str
+    event: KernelFact
+    envelope: Envelope
+
+
+@dataclass
+class Work:
+    """What a decision pass took from the state; handed back if the pass could not commit."""
+
+    agents: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+
+class SchedulerState(FoldedState):
+    def __init__(
+        self,
+        *,
+        default_resource_group: str = DEFAULT_RESOURCE_GROUP,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__()
+        self.default_resource_group = default_resource_group
+        self.wake = wake
+        self.quiet = False
+        """Set while a pass records its own writes: what it did needs no further pass."""
+        self.sessions: dict[str, TrackedSession] = {}
+        self.nodes: dict[str, Node] = {}
+        self.agents: dict[str, AgentInfo] = {}
+        self.waiting: dict[str, dict[str, None]] = {}
+        """Resource group -> ids of its PENDING sessions, in request order (an ordered set)."""
+        self.broken: set[str] = set()
+        """Subjects whose events this code cannot fold; never decided on (and said loudly)."""
+        self._images: dict[str, set[str]] = {}
+        self._agents_to_check: dict[str, None] = {}
+        self._facts: deque[Fact] = deque()
+
+    # ---- questions -----------------------------------------------------------------------
+
+    def image_known(self, image: str) -> bool:
+        return bool(self._images.get(image))
+
+    def is_broken(self, ref: AggregateRef) -> bool:
+        return ref.subject in self.broken
+
+    # ---- work for a pass -----------------------------------------------------------------
+
+    def take_work(self) -> Work:
+        work = Work(list(self._agents_to_check), list(self._facts))
+        self._agents_to_check.clear()
+        self._facts.clear()
+        return work
+
+    def give_back(self, work: Work) -> None:
+        """Put taken work back in front (facts keep their order; deciding them is idempotent)."""
+        self._agents_to_check = dict.fromkeys([*work.agents, *self._agents_to_check])
+        self._facts.extendleft(reversed(work.facts))
+
+    # ---- folding -------------------------------------------------------------------------
+
+    def evolve(self, event: StoredEvent) -> None:
+        envelope = event.envelope
+        if envelope.subject in self.broken:
+            return
+        kind = envelope.aggregate_type
+        try:
+            if kind is AggregateType.SESSION:
+                self._evolve_session(envelope)
+            elif kind is AggregateType.NODE:
+                self._evolve_node(envelope)
+            elif kind is AggregateType.AGENT:
+                self._evolve_agent(envelope)
+        except Exception as exc:
+            # One unreadable aggregate (written by newer code, or not by Jetyard) must not
+            # stop scheduling for every other one; it is left alone and said loudly.
+            self.broken.add(envelope.subject)
+            self._forget(envelope)
+            log.warning("cannot fold %s (seq %d): %s", envelope.subject, event.seq, exc)
+
+    def _evolve_session(self, envelope: Envelope) -> None:
+        tracked = self.sessions.get(envelope.aggregate_id)
+        if tracked is None:
+            session = Session.rehydrate([envelope])
+            assert session is not None
+            tracked = TrackedSession(session, envelope.tenant, envelope.correlation_id, "")
+            self.sessions[session.id] = tracked
+        else:
+            tracked.session.evolve([envelope])
+        tracked.last_event_id = envelope.event_id
+        session = tracked.session
+        queue = self.waiting.setdefault(session.spec.resource_group, {})
+        if session.status is SessionStatus.PENDING:
+            if session.id not in queue:
+                queue[session.id] = None
+                self._wake()
+        else:
+            queue.pop(session.id, None)
+
+    def _evolve_node(self, envelope: Envelope) -> None:
+        node = self.nodes.get(envelope.aggregate_id)
+        if node is None:
+            created = Node.rehydrate([envelope])
+            assert created is not None
+            self.nodes[created.id] = created
+        else:
+            node.evolve([envelope])
+        if envelope.name in CAPACITY_EVENTS:
+            self._wake()
+
+    def _evolve_agent(self, envelope: Envelope) -> None:
+        if envelope.name not in AGENT_EVENTS:
+            return  # agents may report more than the scheduler needs (or newer facts)
+        agent_id = envelope.aggregate_id
+        event = CATALOGUE.decode(envelope)
+        if isinstance(event, AgentRegistered):
+            self._set_images(agent_id, event.images)
+            self.agents[agent_id] = AgentInfo(
+                hostname=event.hostname,
+                capacity=event.capacity,
+                images=frozenset(event.images),
+                epoch=event.epoch,
+                # AgentRegistered has no resource group yet: an agent that sends one anyway
+                # is honoured, every other joins the default group.
+                resource_group=str(
+                    envelope.payload.get("resource_group") or self.default_resource_group
+                ),
+            )
+            self._agents_to_check[agent_id] = None
+        elif isinstance(event, AgentImagesChanged):
+            known = self.agents.get(agent_id)
+            if known is None:
+                return
+            self._set_images(agent_id, event.images)
+            self.agents[agent_id] = AgentInfo(
+                known.hostname, known.capacity, frozenset(event.images), known.epoch,
+                known.resource_group,
+            )  # fmt: skip
+        elif isinstance(event, KernelStarted | KernelExited | KernelFailedToStart):
+            self._facts.append(Fact(agent_id, event, envelope))
+        self._wake()
+
+    def _set_images(self, agent_id: str, images: Iterable[str]) -> None:
+        for holders in self._images.values():
+            holders.discard(agent_id)
+        for image in images:
+            self._images.setdefault(image, set()).add(agent_id)
+
+    def _forget(self, envelope: Envelope) -> None:
+        if envelope.aggregate_type is AggregateType.SESSION:
+            tracked = self.sessions.pop(envelope.aggregate_id, None)
+            if tracked is not None:
+                for queue in self.waiting.values():
+                    queue.pop(envelope.aggregate_id, None)
+        elif envelope.aggregate_type is AggregateType.NODE:
+            self.nodes.pop(envelope.aggregate_id, None)
+
+    def _wake(self) -> None:
+        if not self.quiet:
+            self.wake()
+
+
+AGENT_EVENTS = frozenset(
+    cls.event_name
+    for cls in (AgentRegistered, AgentImagesChanged, KernelStarted, KernelExited, KernelFailedToStart)
+)
