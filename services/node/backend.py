@@ -34,6 +34,12 @@ def labels_for(node_id: str, kernel_id: str, session_id: str) -> dict[str, str]:
     }
 
 
+def last_bytes(text: str, max_bytes: int) -> str:
+    """The end of ``text`` that fits in ``max_bytes`` of UTF-8 (a cut character is dropped)."""
+    data = text.encode()
+    return text if len(data) <= max_bytes else data[-max_bytes:].decode(errors="ignore")
+
+
 @dataclass(frozen=True, slots=True)
 class KernelSpec:
     """What to run for one kernel: taken from its allocation on the node ledger."""

@@ -20,6 +20,7 @@ import aiodocker
 import aiohttp
 from aiodocker.containers import DockerContainer
 
+from schemas.resources import GPU_QUANTUM
 from services.node.backend import (
     LABEL_KERNEL,
     LABEL_MANAGED,
@@ -32,8 +33,8 @@ from services.node.backend import (
     StartFailedError,
     container_name,
     labels_for,
+    last_bytes,
 )
-from schemas.resources import GPU_QUANTUM
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,9 @@ class DockerBackend:
                     f"image {spec.image!r} is not present on this node ({exc.message})"
                 ) from exc
             else:
-                raise StartFailedError(f"Docker refused to create the container: {exc.message}")
+                raise StartFailedError(
+                    f"Docker refused to create the container: {exc.message}"
+                ) from exc
         try:
             await container.start()
         except aiodocker.DockerError as exc:
@@ -181,7 +184,7 @@ class DockerBackend:
             if exc.status == 404:
                 return ""
             raise
-        return "".join(lines)[-max_bytes:]
+        return last_bytes("".join(lines), max_bytes)
 
     async def remove(self, container_id: str) -> None:
         try:
@@ -199,15 +202,25 @@ class DockerBackend:
             }
         )
         while True:
-            subscriber = self._docker.events.subscribe(filters=filters)
+            # aiodocker's events API has no annotations (hence the ignores below).
+            subscriber = self._docker.events.subscribe(filters=filters)  # type: ignore[no-untyped-call]
             changed()  # whatever happened while not subscribed is found by listing
-            while await subscriber.get() is not None:
+            while (event := await subscriber.get()) is not None:
+                if event.get("Action") == "die":
+                    await self._settled(str(event.get("id", "")))
                 changed()
             # The stream ended (engine restarted, connection lost): subscribe again.
             with contextlib.suppress(Exception):
-                await self._docker.events.stop()
+                await self._docker.events.stop()  # type: ignore[no-untyped-call]
             log.warning("Docker event stream ended; subscribing again")
             await asyncio.sleep(1.0)
+
+    async def _settled(self, container_id: str) -> None:
+        # The engine sends "die" before the container's state says so: a listing right after
+        # the event still shows it running, and the exit would wait for the next resync.
+        # Waiting for "not running" (milliseconds) makes the listing true.
+        with contextlib.suppress(aiodocker.DockerError, aiohttp.ClientError, TimeoutError):
+            await self._container(container_id).wait(timeout=10)
 
     async def close(self) -> None:
         with contextlib.suppress(aiohttp.ClientError, aiodocker.DockerError):

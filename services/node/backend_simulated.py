@@ -22,7 +22,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from services.node.backend import Container, ContainerStatus, KernelSpec, StartFailedError
+from services.node.backend import (
+    Container,
+    ContainerStatus,
+    KernelSpec,
+    StartFailedError,
+    last_bytes,
+)
 
 SIGTERM_EXIT = 143
 
@@ -105,8 +111,7 @@ class SimulatedBackend:
 
     async def logs(self, container_id: str, max_bytes: int) -> str:
         kernel = self._kernels.get(container_id)
-        text = "".join(kernel.log) if kernel is not None else ""
-        return text[-max_bytes:]
+        return last_bytes("".join(kernel.log) if kernel is not None else "", max_bytes)
 
     async def remove(self, container_id: str) -> None:
         kernel = self._kernels.pop(container_id, None)

@@ -107,9 +107,15 @@ def discover(
     return Capacity(slots=slots, devices=devices)
 
 
-def simulated_gpus(node_id: str, count: int) -> tuple[DeviceInfo, ...]:
-    """Made-up devices for a simulated machine: uuids unique per node and index."""
-    return tuple(
+def simulated_capacity(
+    node_id: str, gpus: int, cpu: Decimal | None, memory_bytes: int | None
+) -> Capacity:
+    """A simulated machine: the host's CPU and memory unless overridden, and ``gpus`` made-up
+    devices (uuids unique per node and index). NVML is not asked."""
+    devices = tuple(
         DeviceInfo(kind="cuda", index=i, uuid=f"GPU-sim-{node_id}-{i}", name="simulated GPU")
-        for i in range(count)
+        for i in range(gpus)
     )
+    found = discover(gpus=False, cpu=cpu, memory_bytes=memory_bytes)
+    slots = found.slots.model_copy(update={"gpu_hundredths": GPU_QUANTUM * len(devices)})
+    return Capacity(slots=slots, devices=devices)

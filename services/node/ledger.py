@@ -1,12 +1,15 @@
-"""This node's allocation ledger, folded from ``ev.node.<node id>`` (written by the scheduler
-only): the agent's desired state. Reads ``ev.node.<node id>``; writes nothing."""
+"""What the agent follows on the log: its node's allocation ledger (the desired state, written
+by the scheduler) and the registrations on its own agent subject (to notice a newer incarnation).
+Reads ``ev.node.<node id>`` and ``ev.agent.<node id>``; writes nothing."""
 
 from __future__ import annotations
 
 from commands.node import Allocation, Node
+from events.domain.agent import AgentRegistered
 from events.domain.node import NodeLost
 from events.envelope import StoredEvent
 from events.fold import FoldedState
+from schemas.subjects import AggregateType
 
 
 class Ledger(FoldedState):
@@ -16,13 +19,20 @@ class Ledger(FoldedState):
         """None until the scheduler has registered the node (after the first AgentRegistered)."""
         self.lost_seq = 0
         """Stream sequence of the last NodeLost: the agent answers each loss once."""
+        self.latest_epoch = 0
+        """The newest epoch registered for this node by any incarnation of its agent."""
 
     def evolve(self, event: StoredEvent) -> None:
+        envelope = event.envelope
+        if envelope.aggregate_type is AggregateType.AGENT:
+            if event.name == AgentRegistered.event_name:
+                self.latest_epoch = max(self.latest_epoch, int(envelope.payload["epoch"]))
+            return
         # The same aggregate the scheduler decides with, so both read the ledger the same way.
         if self.node is None:
-            self.node = Node.rehydrate([event.envelope])
+            self.node = Node.rehydrate([envelope])
         else:
-            self.node.evolve([event.envelope])
+            self.node.evolve([envelope])
         if event.name == NodeLost.event_name:
             self.lost_seq = event.seq
 

@@ -103,9 +103,7 @@ def _missing(
     done: bool,
 ) -> None:
     if reported is not None:
-        out.ended.append(
-            Ended(kernel_id, reported.session_id, NO_EXIT_CODE, VANISHED, Report.EXIT)
-        )
+        out.ended.append(Ended(kernel_id, reported.session_id, NO_EXIT_CODE, VANISHED, Report.EXIT))
     elif done or wanted is None:
         return
     elif wanted.stopping:

@@ -103,15 +103,27 @@ class AgentRecord:
         for _ in range(ATTEMPTS):
             if self.stale:
                 await self.load()
-            details = dict(hostname=hostname, backend=backend, capacity=capacity)
             if self.agent is None:
                 agent = Agent.register(
-                    self.ref.id, epoch=1, devices=devices, images=images, now=now, **details
+                    self.ref.id,
+                    epoch=1,
+                    hostname=hostname,
+                    backend=backend,
+                    capacity=capacity,
+                    devices=devices,
+                    images=images,
+                    now=now,
                 )
             else:
                 agent = self.agent
                 agent.reregister(
-                    epoch=agent.epoch + 1, devices=devices, images=images, now=now, **details
+                    epoch=agent.epoch + 1,
+                    hostname=hostname,
+                    backend=backend,
+                    capacity=capacity,
+                    devices=devices,
+                    images=images,
+                    now=now,
                 )
             if await self._write(agent):
                 self.agent, self.epoch = agent, agent.epoch
@@ -184,13 +196,11 @@ def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
 
 def _ended(agent: Agent, ended: Ended, now: datetime) -> None:
     if ended.report is Report.START_AND_EXIT and ended.container is not None:
-        agent.kernel_started(
-            ended.kernel_id, ended.session_id, ended.container.container_id, now
-        )
+        agent.kernel_started(ended.kernel_id, ended.session_id, ended.container.container_id, now)
     if ended.report is Report.NEVER_RAN:
         # Agent.kernel_exited ignores kernels that never ran (so repeats are no-ops), but the
         # scheduler waits for an exit to release the slots. The agent remembers finished
-        # kernels itself, so this is written once. (See docs/architecture.md, node agent.)
+        # kernels itself, so this is written once. (See docs/node-agent.md.)
         agent._trigger(
             Agent.Exited,
             now,

@@ -59,9 +59,7 @@ class AgentSettings(BaseSettings):
         default=8 << 20, gt=0, description="the tail of a kernel's output kept after it ends"
     )
     cpu: Decimal | None = Field(default=None, gt=0, description="override the CPUs offered")
-    memory_bytes: int | None = Field(
-        default=None, gt=0, description="override the memory offered"
-    )
+    memory_bytes: int | None = Field(default=None, gt=0, description="override the memory offered")
     simulated_images: tuple[str, ...] = Field(
         default=("jetyard-busybox:latest",),
         description="the images a simulated machine has",

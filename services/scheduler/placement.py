@@ -26,7 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from schemas.resources import ResourceSlots
-from services.scheduler.reasons import FRACTIONAL_GPUS, NodeOffer, fractional, whole_gpus, why_waiting
+from services.scheduler.reasons import (
+    FRACTIONAL_GPUS,
+    NodeOffer,
+    fractional,
+    whole_gpus,
+    why_waiting,
+)
 
 __all__ = [
     "FRACTIONAL_GPUS",

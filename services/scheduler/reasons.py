@@ -101,8 +101,15 @@ def why_waiting(image: str, need: ResourceSlots, nodes: Sequence[NodeOffer]) -> 
     problems = [p for d in DIMENSIONS if (p := _shortage(d, d.of(need), usable))]
     if problems:
         return "; ".join(problems)
-    wanted = ", ".join(d.format(d.of(need)) for d in DIMENSIONS if d.of(need))
-    return f"no single node has {wanted} free at once"
+    return f"no single node has {describe(need)} free at once"
+
+
+def describe(need: ResourceSlots) -> str:
+    """E.g. "4 CPUs, 32 GiB of memory and 1 GPU"."""
+    parts = [format_cpu(need.cpu_milli)] if need.cpu_milli else []
+    parts += [f"{format_memory(need.memory_bytes)} of memory"] if need.memory_bytes else []
+    parts += [format_gpu(need.gpu_hundredths)] if need.gpu_hundredths else []
+    return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
 def _shortage(dimension: _Dimension, need: int, nodes: Sequence[NodeOffer]) -> str | None:
@@ -115,7 +122,10 @@ def _shortage(dimension: _Dimension, need: int, nodes: Sequence[NodeOffer]) -> s
     wanted = dimension.format(need)
     largest = min(nodes, key=lambda n: (-dimension.of(n.capacity), n.node_id))
     if dimension.of(largest.capacity) < need:
+        # Waiting cannot help: say so, with the biggest node there is.
         have = dimension.format(dimension.of(largest.capacity))
-        return f"no node has {dimension.idle_phrase.format(wanted)} (largest: {have} on {largest.name})"
+        missing = dimension.idle_phrase.format(wanted)
+        return f"no node has {missing} (largest: {have} on {largest.name})"
     have = dimension.format(dimension.of(roomiest.free))
-    return f"no node has {dimension.free_phrase.format(wanted)} (largest free: {have} on {roomiest.name})"
+    missing = dimension.free_phrase.format(wanted)
+    return f"no node has {missing} (largest free: {have} on {roomiest.name})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commands.node import Node
 from commands.session import Session
@@ -37,7 +37,13 @@ DEFAULT_RESOURCE_GROUP = "default"
 
 # Node ledger events after which a waiting session may fit where it did not before.
 CAPACITY_EVENTS = frozenset(
-    {"NodeRegistered", "NodeCapacityChanged", "ResourcesReleased", "NodeUncordoned", "NodeRecovered"}
+    {
+        "NodeRegistered",
+        "NodeCapacityChanged",
+        "ResourcesReleased",
+        "NodeUncordoned",
+        "NodeRecovered",
+    }
 )
 
 KernelFact = KernelStarted | KernelExited | KernelFailedToStart
@@ -60,6 +66,8 @@ class AgentInfo:
     images: frozenset[str]
     epoch: int
     resource_group: str
+    source: Envelope
+    """The event that said this: node ledger changes made for the agent name it as cause."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +199,7 @@ class SchedulerState(FoldedState):
                 resource_group=str(
                     envelope.payload.get("resource_group") or self.default_resource_group
                 ),
+                source=envelope,
             )
             self._agents_to_check[agent_id] = None
         elif isinstance(event, AgentImagesChanged):
@@ -198,10 +207,7 @@ class SchedulerState(FoldedState):
             if known is None:
                 return
             self._set_images(agent_id, event.images)
-            self.agents[agent_id] = AgentInfo(
-                known.hostname, known.capacity, frozenset(event.images), known.epoch,
-                known.resource_group,
-            )  # fmt: skip
+            self.agents[agent_id] = replace(known, images=frozenset(event.images))
         elif isinstance(event, KernelStarted | KernelExited | KernelFailedToStart):
             self._facts.append(Fact(agent_id, event, envelope))
         self._wake()
@@ -228,5 +234,11 @@ class SchedulerState(FoldedState):
 
 AGENT_EVENTS = frozenset(
     cls.event_name
-    for cls in (AgentRegistered, AgentImagesChanged, KernelStarted, KernelExited, KernelFailedToStart)
+    for cls in (
+        AgentRegistered,
+        AgentImagesChanged,
+        KernelStarted,
+        KernelExited,
+        KernelFailedToStart,
+    )
 )

@@ -18,8 +18,8 @@ from events.envelope import Cause, Envelope
 from events.fold import Fold
 from events.store import EventStore
 from events.writes import MAX_BATCH_MESSAGES, AggregateRef, Committed, Write
-from services.scheduler.state import SchedulerState
 from schemas.subjects import AggregateType
+from services.scheduler.state import SchedulerState
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,9 @@ class Workspace:
         self._size += size
         return size
 
-    async def commit(self, store: EventStore, fold: Fold[SchedulerState], *, quiet: bool) -> list[Committed]:
+    async def commit(
+        self, store: EventStore, fold: Fold[SchedulerState], *, quiet: bool
+    ) -> list[Committed]:
         """Store the batches one after the other, each an atomic group commit, and apply each
         to the state from its ack. Raises ``ConcurrencyConflict`` from the first stale batch
         (the ones before it are stored and applied)."""

@@ -1,0 +1,312 @@
+"""The node agent: registers the machine, keeps its containers equal to its allocation ledger
+(level-triggered), reports kernel facts, refreshes its heartbeat, keeps kernel logs.
+
+Reads ``ev.node.<node id>`` (its ledger, written by the scheduler) and ``ev.agent.<node id>``;
+writes ``ev.agent.<node id>`` (only here), key ``agent.<node id>`` in ``jy-heartbeats`` and
+objects in ``jy-logs``.
+
+A reconcile pass compares the ledger, the containers found by label and the facts already on
+the log, and acts on the difference (``services.node.plan``). Passes run at start, after every
+ledger change, after every container event, after a NATS reconnect, after a failed pass (with
+back-off), and every ``resync_interval_s`` in case an event was missed. Stopping the agent
+leaves its containers running: the next incarnation re-attaches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import nats.errors
+
+from commands.node import Allocation
+from events.bus import Bus
+from events.fold import Fold
+from events.store import EventStore
+from schemas.ids import node_id_for_host
+from schemas.resources import ResourceSlots
+from schemas.subjects import AggregateType, event_subject
+from services.node.backend import Backend, Container, KernelSpec, StartFailedError
+from services.node.capacity import Capacity, discover, simulated_capacity
+from services.node.heartbeat import Heartbeat
+from services.node.ledger import Ledger
+from services.node.logs import LogArchive
+from services.node.plan import Report, plan
+from services.node.record import (
+    AgentRecord,
+    AgentSupersededError,
+    Fact,
+    FailedToStart,
+    ImagesNow,
+    Started,
+)
+from services.node.settings import AgentSettings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+PARALLEL = 8  # backend calls in flight per pass (create, stop, remove)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        bus: Bus,
+        settings: AgentSettings,
+        backend: Backend,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.node_id = node_id_for_host(settings.hostname)
+        self.settings = settings
+        self._bus = bus
+        self._backend = backend
+        self._clock = clock
+        bucket_interval = bus.settings.heartbeat_interval_s
+        self.heartbeat_interval_s = settings.heartbeat_interval_s or bucket_interval
+        if self.heartbeat_interval_s > bucket_interval:
+            raise ValueError(
+                f"heartbeat interval {self.heartbeat_interval_s}s is longer than the "
+                f"{bucket_interval}s the bucket's TTL (3x) is made for: the node would be "
+                "declared lost between refreshes"
+            )
+        self.record = AgentRecord(EventStore(bus), self.node_id)
+        self._fold = Fold(
+            bus,
+            Ledger(),
+            subjects=[
+                event_subject(AggregateType.NODE, self.node_id),
+                event_subject(AggregateType.AGENT, self.node_id),
+            ],
+        )
+        self._dirty = asyncio.Event()
+        self._answered_loss = 0
+        self._images_due = False
+        self._reconnects = 0
+        self._archive: LogArchive | None = None
+        self.capacity = Capacity(slots=ResourceSlots())
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._fold.state
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start, then work until ``stop`` is set (or this incarnation is superseded)."""
+        loops: list[asyncio.Task[object]] = []
+        try:
+            heartbeat = await self.start()
+            stopping: asyncio.Task[object] = asyncio.create_task(stop.wait())
+            loops = [
+                stopping,
+                asyncio.create_task(self._reconcile_loop()),
+                asyncio.create_task(self._follow()),
+                asyncio.create_task(self._backend.watch(self._dirty.set)),
+                asyncio.create_task(heartbeat.run(lambda: self.record.epoch, self._tick)),
+                asyncio.create_task(self._resync()),
+            ]
+            done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopping:
+                    task.result()  # the other loops only end by failing: say why
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._fold.close()
+
+    async def start(self) -> Heartbeat:
+        """Discover, catch up with the ledger, fence, register, beat once."""
+        settings = self.settings
+        if self._backend.name == "simulated":
+            self.capacity = simulated_capacity(
+                self.node_id, settings.simulated_gpus, settings.cpu, settings.memory_bytes
+            )
+        else:
+            self.capacity = await asyncio.to_thread(
+                discover, cpu=settings.cpu, memory_bytes=settings.memory_bytes
+            )
+        self._reconnects = self._bus.nc.stats["reconnects"]
+        self._archive = await LogArchive.open(self._bus)
+        heartbeat = await Heartbeat.open(
+            self._bus, self.node_id, settings.hostname, self.heartbeat_interval_s, self._clock
+        )
+        await self.record.load()
+        await self._fold.catch_up()
+        self._answered_loss = self.ledger.lost_seq  # this registration answers any loss so far
+        await self._fence()
+        epoch = await self._register()
+        await heartbeat.beat(epoch)
+        self._dirty.set()
+        return heartbeat
+
+    async def _register(self) -> int:
+        epoch = await self.record.register(
+            hostname=self.settings.hostname,
+            backend=self._backend.name,
+            capacity=self.capacity.slots,
+            devices=self.capacity.devices,
+            images=await self._backend.images(),
+            now=self._clock(),
+        )
+        log.info(
+            "agent %s (%s, %s backend) registered with epoch %d, capacity %s",
+            self.node_id,
+            self.settings.hostname,
+            self._backend.name,
+            epoch,
+            self.capacity.slots,
+        )
+        return epoch
+
+    async def _fence(self) -> None:
+        """Stop every running container whose allocation was released (while this agent was
+        away or cut off) before registering again: a partition must not run a job twice."""
+        wanted = self.ledger.allocations
+        doomed = [
+            c
+            for c in await self._backend.containers()
+            if c.status == "running" and c.kernel_id not in wanted
+        ]
+        if doomed:
+            log.warning(
+                "agent %s: stopping %d container(s) whose allocation was released",
+                self.node_id,
+                len(doomed),
+            )
+            await _each(self._stop, doomed)
+
+    async def reconcile(self) -> None:
+        """One level-triggered pass."""
+        ledger = self.ledger
+        if ledger.latest_epoch > self.record.epoch:
+            raise AgentSupersededError(
+                f"agent {self.node_id}: epoch {ledger.latest_epoch} registered after this "
+                f"incarnation's {self.record.epoch} (same host name twice?); this one stops"
+            )
+        if self.record.stale:
+            await self.record.load()
+        if ledger.lost_seq > self._answered_loss:
+            # Declared lost while alive (cut off): fence, then come back under a new epoch.
+            self._answered_loss = ledger.lost_seq
+            await self._fence()
+            await self._register()
+        found = await self._backend.containers()
+        todo = plan(ledger.allocations, found, self.record.running, self.record.finished)
+        if not todo.empty:
+            log.debug("agent %s: pass over %d container(s): %s", self.node_id, len(found), todo)
+        facts: list[Fact] = list(await _each(self._start, todo.start))
+        facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
+        await _each(self._stop, todo.stop)
+        for ended in todo.ended:
+            if ended.keep_logs and ended.container is not None:
+                assert self._archive is not None, "reconcile after start"
+                text = await self._backend.logs(
+                    ended.container.container_id, self.settings.max_log_bytes
+                )
+                await self._archive.save(ended.kernel_id, text)
+        facts += [e for e in todo.ended if e.report is not Report.NOTHING]
+        if self._images_due:
+            self._images_due = False
+            facts.append(ImagesNow(tuple(await self._backend.images())))
+        if facts:
+            await self.record.report(facts, self._clock())
+        # Removed only once their end is on the log (and their logs are kept).
+        leftovers = [e.container for e in todo.ended if e.container is not None]
+        await _each(self._remove, [*leftovers, *todo.remove])
+        self.record.forget(todo.forget)
+        if todo.stop:
+            self._dirty.set()  # report their exits next pass, even if no event comes
+
+    async def _start(self, item: tuple[str, Allocation]) -> Fact:
+        kernel_id, allocation = item
+        spec = KernelSpec(
+            kernel_id=kernel_id,
+            session_id=allocation.session_id,
+            image=allocation.image,
+            command=allocation.command,
+            env=dict(allocation.env),
+            slots=allocation.slots,
+        )
+        try:
+            container_id = await self._backend.start(spec)
+        except StartFailedError as exc:
+            log.warning("agent %s: kernel %s failed to start: %s", self.node_id, kernel_id, exc)
+            return FailedToStart(kernel_id, allocation.session_id, str(exc))
+        return Started(kernel_id, allocation.session_id, container_id)
+
+    async def _stop(self, container: Container) -> None:
+        await self._backend.stop(container.container_id, self.settings.stop_timeout_s)
+
+    async def _remove(self, container: Container) -> None:
+        await self._backend.remove(container.container_id)
+
+    async def live_logs(self, kernel_id: str) -> str | None:
+        """A kernel's output so far, from its container (None if it has none here)."""
+        for container in await self._backend.containers():
+            if container.kernel_id == kernel_id:
+                return await self._backend.logs(container.container_id, self.settings.max_log_bytes)
+        return None
+
+    # ---- loops ---------------------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        failures = 0
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self.reconcile()
+                failures = 0
+            except AgentSupersededError:
+                raise
+            except Exception:
+                # Level-triggered: whatever failed (engine, NATS, a write with an unknown
+                # outcome) is looked at afresh by the next pass.
+                failures += 1
+                delay = min(30.0, 0.25 * 2**failures)
+                log.exception("agent %s: reconcile failed; again in %.1fs", self.node_id, delay)
+                asyncio.get_running_loop().call_later(delay, self._dirty.set)
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                # A fetch returns as soon as events arrive; the timeout only bounds an idle
+                # wait, so a long one costs no latency and keeps thousands of agents quiet.
+                if await self._fold.poll(5.0):
+                    self._dirty.set()
+            except (nats.errors.Error, TimeoutError, OSError) as exc:
+                log.warning("agent %s: reading the ledger failed: %r", self.node_id, exc)
+                await asyncio.sleep(1.0)
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_interval_s)
+            self._images_due = True
+            self._dirty.set()
+
+    def _tick(self) -> None:
+        reconnects = self._bus.nc.stats["reconnects"]
+        if reconnects != self._reconnects:
+            # Changes may have been missed while cut off: look again.
+            self._reconnects = reconnects
+            log.info("agent %s: NATS reconnected; reconciling", self.node_id)
+            self._dirty.set()
+
+
+async def _each(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
+    """``fn`` over ``items``, at most ``PARALLEL`` at a time, results in order."""
+    limit = asyncio.Semaphore(PARALLEL)
+
+    async def one(item: T) -> R:
+        async with limit:
+            return await fn(item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))

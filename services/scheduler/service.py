@@ -1,0 +1,173 @@
+"""The scheduler service: folds the log, answers session commands and runs decision passes.
+
+Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*`` (one ordered tail) and ``cmd.session.*``
+(durable consumer). Writes ``ev.session.<id>``, ``ev.node.<id>`` and ``out.<command id>``.
+
+Nothing is decided before the fold has caught up with the log's end as read at start. Passes
+are event-driven: the fold wakes them when something could change a decision (a session
+requested, capacity freed, an agent registered, a kernel fact); triggers that arrive while a
+pass runs are coalesced into the next one. There are no polling ticks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from commands.messages import CreateSession, TerminateSession
+from commands.runner import CommandRunner, utc_now
+from events.bus import Bus
+from events.fold import Fold
+from events.store import EventStore
+from schemas.subjects import AggregateType, events_of
+from services.scheduler.handlers import SessionCommands
+from services.scheduler.passes import run_pass
+from services.scheduler.settings import SchedulerSettings
+from services.scheduler.state import SchedulerState
+
+log = logging.getLogger(__name__)
+
+FOLDED = (AggregateType.SESSION, AggregateType.NODE, AggregateType.AGENT)
+SYNC_TIMEOUT_S = 10.0
+STOP_GRACE_S = 10.0
+
+
+class Scheduler:
+    def __init__(
+        self, bus: Bus, settings: SchedulerSettings, *, clock: Callable[[], datetime] = utc_now
+    ) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self.state = SchedulerState(
+            default_resource_group=settings.default_resource_group, wake=self._wake.set
+        )
+        self.fold = Fold(bus, self.state, subjects=[events_of(kind) for kind in FOLDED])
+        self.store = EventStore(bus)
+        self.commands = SessionCommands(self.state, self.fold, self.sync)
+        self.runner = CommandRunner(
+            bus,
+            {
+                CreateSession: self.commands.create_session,
+                TerminateSession: self.commands.terminate_session,
+            },
+            durable=settings.durable,
+            aggregate_type=AggregateType.SESSION,
+            store=self.store,
+            clock=clock,
+            fetch_timeout=settings.command_fetch_timeout_s,
+        )
+        self.passes = 0
+        """Passes that ran (with or without writing): for tests and metrics."""
+        self._stopping = False
+        self._deciding = False
+        self._follower: asyncio.Task[None] | None = None
+        self._decider: asyncio.Task[None] | None = None
+        self._polled = asyncio.Condition()
+        self._polls_started = 0
+        self._last_poll = (0, False)  # (poll number, found nothing)
+
+    # ---- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Catch up with the log, then follow it, decide, and take commands."""
+        target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
+        log.info(
+            "caught up at seq %d: %d sessions (%d waiting), %d nodes, %d agents",
+            target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
+            len(self.state.nodes), len(self.state.agents),
+        )  # fmt: skip
+        self._follower = asyncio.create_task(self._follow(), name="scheduler:follow")
+        self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
+        await self.runner.start()
+
+    async def stop(self) -> None:
+        """Stop taking commands, finish the pass in hand, stop following. The durable
+        consumer stays: commands sent meanwhile wait for the next start."""
+        if self._stopping:
+            return
+        self._stopping = True
+        await self.runner.stop()
+        self._wake.set()
+        if self._decider is not None:
+            if not (await asyncio.wait({self._decider}, timeout=STOP_GRACE_S))[0]:
+                self._decider.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._decider
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+        await self.fold.close()
+
+    # ---- following the log ---------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        while not self._stopping:
+            self._polls_started += 1
+            number, before = self._polls_started, self.state.position
+            try:
+                await self.fold.poll(self.settings.poll_timeout_s)
+                empty = self.state.position == before
+            except Exception as exc:
+                # The tail recreates its consumer itself; this is a lost connection.
+                log.warning("reading the log failed (%r); trying again", exc)
+                empty = False
+                await asyncio.sleep(self.settings.retry_after_s)
+            async with self._polled:
+                self._last_poll = (number, empty)
+                self._polled.notify_all()
+
+    async def sync(self) -> None:
+        """Return once everything stored before this call is folded: the position passed the
+        log's end as read now, or a read that began after that found nothing more for us."""
+        target = await self.store.stream_last_seq()
+        began_after = self._polls_started
+
+        def synced() -> bool:
+            number, empty = self._last_poll
+            return self.state.position >= target or (number > began_after and empty)
+
+        async with self._polled:
+            await asyncio.wait_for(self._polled.wait_for(synced), SYNC_TIMEOUT_S)
+
+    async def settle(self, timeout: float = SYNC_TIMEOUT_S) -> None:
+        """Return once everything stored before this call is folded and decided: no pass is
+        running or due. (Tests use it before asserting that nothing more happens.)"""
+        await self.sync()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._wake.is_set() or self._deciding:
+            if loop.time() > deadline:
+                raise TimeoutError(f"the scheduler is still deciding after {timeout}s")
+            await asyncio.sleep(0.01)
+
+    # ---- deciding ------------------------------------------------------------------------
+
+    async def _decide(self) -> None:
+        settings = self.settings
+        while True:
+            await self._wake.wait()
+            if settings.pass_linger_s:
+                # Group commit: what arrives in the next few ms joins this pass's batch.
+                await asyncio.sleep(settings.pass_linger_s)
+            # Checked after the linger: clearing the wake-up below must not swallow stop()'s.
+            if self._stopping:
+                return
+            self._wake.clear()
+            self._deciding = True
+            try:
+                await run_pass(
+                    self.state, self.fold, self.store, self._clock,
+                    max_events=settings.max_batch_events, attempts=settings.pass_attempts,
+                )  # fmt: skip
+            except Exception:
+                log.exception("decision pass failed; trying again in %ss", settings.retry_after_s)
+                await asyncio.sleep(settings.retry_after_s)
+                self._wake.set()
+            finally:
+                self._deciding = False
+            self.passes += 1

@@ -1,0 +1,41 @@
+"""Scheduler settings (``JETYARD_SCHEDULER_*``), built once at start-up and passed down."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from events.writes import MAX_BATCH_MESSAGES
+
+
+class SchedulerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JETYARD_SCHEDULER_", extra="forbid")
+
+    durable: str = Field(
+        default="scheduler",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the durable consumer of cmd.session.* (kept across restarts)",
+    )
+    default_resource_group: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="the resource group of a node whose agent names none",
+    )
+    pass_linger_s: float = Field(
+        default=0.01,
+        ge=0,
+        description="how long a pass waits after its first trigger, so that sessions arriving "
+        "together are decided and stored in one group commit (a batch costs ~4 ms whatever "
+        "its size; 10 ms more before a container that takes seconds to start is nothing)",
+    )
+    max_batch_events: int = Field(default=MAX_BATCH_MESSAGES, ge=2, le=MAX_BATCH_MESSAGES)
+    pass_attempts: int = Field(
+        default=5, ge=1, description="conflicts in a row before a pass gives up for a while"
+    )
+    retry_after_s: float = Field(
+        default=1.0, gt=0, description="pause before a failed pass is tried again"
+    )
+    poll_timeout_s: float = Field(
+        default=1.0, gt=0, description="longest wait of one read of the log's tail"
+    )
+    command_fetch_timeout_s: float = Field(default=1.0, gt=0)

@@ -1,0 +1,222 @@
+"""The node agent on the real nats-server with the simulated backend: registration and epochs,
+allocations started and stopped from its ledger, exits and failures reported once, heartbeats,
+re-attaching after a crash, and fencing released work."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from commands.agent import Agent
+from commands.repository import load
+from events.bus import Bus
+from events.store import EventStore
+from schemas.ids import new_id, node_id_for_host
+from schemas.subjects import HEARTBEATS_BUCKET
+from services.node.agent import NodeAgent
+from services.node.backend_simulated import SimulatedBackend
+from services.node.heartbeat import heartbeat_key
+from services.node.logs import read_kernel_logs
+from services.node.record import AgentSupersededError
+from services.node.settings import AgentSettings
+from tests.integration.node_support import (
+    allocate,
+    change_ledger,
+    eventually,
+    facts,
+    facts_about,
+    release,
+    stop,
+)
+
+IMAGE = "python:3.12"
+
+
+def machine() -> tuple[AgentSettings, SimulatedBackend]:
+    """A fresh simulated machine: unique host name (the server is shared), its backend."""
+    settings = AgentSettings(
+        hostname=f"sim-{new_id()}", backend="simulated", simulated_images=(IMAGE,)
+    )
+    return settings, SimulatedBackend(node_id_for_host(settings.hostname), [IMAGE])
+
+
+@asynccontextmanager
+async def running(
+    bus: Bus, settings: AgentSettings, backend: SimulatedBackend
+) -> AsyncIterator[NodeAgent]:
+    """An agent working until the block ends (a clean stop)."""
+    agent = NodeAgent(bus, settings, backend)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(agent.run(stopping))
+
+    async def registered() -> int:
+        if task.done():
+            task.result()
+        return agent.record.epoch
+
+    await eventually(registered, what="registration")
+    try:
+        yield agent
+    finally:
+        stopping.set()
+        await task
+
+
+async def crash(task: asyncio.Task[None]) -> None:
+    """End an agent abruptly, as SIGKILL would: it gets no chance to stop anything."""
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def running_kernel(store: EventStore, node_id: str, kernel_id: str) -> str | None:
+    agent = (await load(store, Agent, node_id)).aggregate
+    known = agent.running.get(kernel_id) if agent is not None else None
+    return known.container_id if known is not None else None
+
+
+async def exit_of(store: EventStore, node_id: str, kernel_id: str) -> dict[str, Any] | None:
+    for name, payload in await facts(store, node_id):
+        if name == "KernelExited" and payload["kernel_id"] == kernel_id:
+            return payload
+    return None
+
+
+async def test_registers_with_epoch_1_then_2_after_a_restart_and_beats(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id = node_id_for_host(settings.hostname)
+
+    async with running(bus, settings, backend):
+        kv = await bus.js.key_value(HEARTBEATS_BUCKET)
+        beat = json.loads((await kv.get(heartbeat_key(node_id))).value or b"{}")
+    async with running(bus, settings, backend):
+        pass
+
+    registered = [p for name, p in await facts(store, node_id) if name == "AgentRegistered"]
+    assert [(p["epoch"], p["backend"], p["hostname"]) for p in registered] == [
+        (1, "simulated", settings.hostname),
+        (2, "simulated", settings.hostname),
+    ]
+    assert registered[0]["images"] == [IMAGE]
+    assert registered[0]["capacity"]["cpu_milli"] > 0
+    assert (beat["agent_id"], beat["epoch"]) == (node_id, 1)
+
+
+async def test_an_allocation_runs_until_a_stop_request_ends_it(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+
+    async with running(bus, settings, backend):
+        await change_ledger(store, node_id, allocate(kernel, image=IMAGE))
+        container_id = await eventually(lambda: running_kernel(store, node_id, kernel))
+        assert [c.container_id for c in await backend.containers()] == [container_id]
+
+        await change_ledger(store, node_id, stop(kernel))
+        ended = await eventually(lambda: exit_of(store, node_id, kernel))
+
+    assert (ended["exit_code"], ended["reason"]) == (143, "stopped on request")
+    assert await backend.containers() == []  # removed once the exit was on the log
+    assert await facts_about(store, node_id, kernel) == ["KernelStarted", "KernelExited"]
+    assert "exited with code 143" in (await read_kernel_logs(bus, kernel) or "")
+
+
+async def test_an_exit_is_reported_with_its_code_and_a_bad_image_as_a_failure(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, exits, bad = node_id_for_host(settings.hostname), new_id(), new_id()
+
+    async with running(bus, settings, backend):
+        await change_ledger(store, node_id, allocate(exits, image=IMAGE, command=("exit", "3")))
+        await change_ledger(store, node_id, allocate(bad, image="no-such:image"))
+        ended = await eventually(lambda: exit_of(store, node_id, exits))
+        failed = await eventually(lambda: facts_about(store, node_id, bad))
+
+    assert ended["exit_code"] == 3
+    assert await facts_about(store, node_id, exits) == ["KernelStarted", "KernelExited"]
+    assert failed == ["KernelFailedToStart"]
+    reason = next(p["reason"] for n, p in await facts(store, node_id) if n == "KernelFailedToStart")
+    assert "no-such:image" in reason
+
+
+async def test_stopped_before_it_started_ends_with_exit_code_minus_1(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    # Allocated and stopped while the agent was not running: nothing ever ran.
+    await change_ledger(
+        store, node_id, lambda n: (allocate(kernel, image=IMAGE)(n), stop(kernel)(n))
+    )
+
+    async with running(bus, settings, backend):
+        ended = await eventually(lambda: exit_of(store, node_id, kernel))
+    async with running(bus, settings, backend):
+        pass  # a restart reports nothing again
+
+    assert (ended["exit_code"], ended["reason"]) == (-1, "stopped before it started")
+    assert await facts_about(store, node_id, kernel) == ["KernelExited"]
+    assert await backend.containers() == []
+
+
+async def test_a_crashed_agent_is_replaced_by_one_that_re_attaches_and_reports_exits(
+    bus: Bus,
+) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, stays, dies = node_id_for_host(settings.hostname), new_id(), new_id()
+    first = NodeAgent(bus, settings, backend)
+    task = asyncio.create_task(first.run(asyncio.Event()))
+    await change_ledger(store, node_id, allocate(stays, image=IMAGE))
+    await change_ledger(store, node_id, allocate(dies, image=IMAGE))
+    before = await eventually(lambda: running_kernel(store, node_id, stays))
+    await eventually(lambda: running_kernel(store, node_id, dies))
+
+    await crash(task)
+    backend.exit_kernel(dies, 7)  # ends while no agent watches
+
+    async with running(bus, settings, backend) as second:
+        ended = await eventually(lambda: exit_of(store, node_id, dies))
+        assert second.record.epoch == 2
+
+    assert (ended["exit_code"], ended["reason"]) == (7, "exited")
+    assert await running_kernel(store, node_id, stays) == before
+    assert await facts_about(store, node_id, stays) == ["KernelStarted"]  # not started twice
+    assert [c.kernel_id for c in await backend.containers()] == [stays]
+
+
+async def test_work_released_while_the_agent_was_away_is_stopped_on_its_return(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    async with running(bus, settings, backend):
+        await change_ledger(store, node_id, allocate(kernel, image=IMAGE))
+        await eventually(lambda: running_kernel(store, node_id, kernel))
+
+    # The scheduler declared the node lost and released its allocation meanwhile.
+    await change_ledger(store, node_id, release(kernel))
+    async with running(bus, settings, backend):
+        ended = await eventually(lambda: exit_of(store, node_id, kernel))
+
+    assert ended["reason"] == "stopped: its allocation was released"
+    assert await backend.containers() == []
+
+
+async def test_an_agent_stops_when_a_newer_incarnation_registers(bus: Bus) -> None:
+    settings, backend = machine()
+    older = NodeAgent(bus, settings, backend)
+    task = asyncio.create_task(older.run(asyncio.Event()))
+    await eventually(lambda: _registered(older), what="the older agent's registration")
+
+    async with running(bus, settings, SimulatedBackend(older.node_id, [IMAGE])) as newer:
+        with pytest.raises(AgentSupersededError, match="epoch 2 registered after"):
+            await asyncio.wait_for(task, timeout=10)
+        assert newer.record.epoch == 2
+
+
+async def _registered(agent: NodeAgent) -> int:
+    return agent.record.epoch

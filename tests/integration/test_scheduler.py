@@ -1,0 +1,456 @@
+"""The scheduler on a real nats-server: agents simulated by writing their own events, sessions
+driven by commands, outcomes asserted on the log (sessions and node ledgers).
+
+The server is shared with other tests: every test uses its own image (placement only uses
+nodes whose agent has it), host names and durable consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pytest
+from nats.js.errors import NotFoundError
+
+from commands.agent import Agent
+from commands.bus import CommandBus
+from commands.messages import CreateSession, TerminateSession
+from commands.node import Node
+from commands.repository import load, pending_write
+from commands.session import Session
+from events.bus import Bus
+from events.envelope import Cause, StoredEvent
+from events.store import EventStore
+from events.writes import AggregateRef
+from schemas.ids import new_id, node_id_for_host, session_id_for
+from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.resources import ResourceSlots
+from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.subjects import COMMANDS_STREAM, AggregateType
+from services.scheduler.service import Scheduler
+from services.scheduler.settings import SchedulerSettings
+
+GIB = 1 << 30
+T = TypeVar("T")
+StartScheduler = Callable[..., Awaitable[Scheduler]]
+
+
+def slots(cpu: float = 1, mem: float = 1, gpu: int = 0) -> ResourceSlots:
+    return ResourceSlots(
+        cpu_milli=round(cpu * 1000), memory_bytes=round(mem * GIB), gpu_hundredths=gpu * 100
+    )
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class FakeAgent:
+    """Writes on ``ev.agent.<id>`` what the agent of one machine would report."""
+
+    def __init__(self, store: EventStore, capacity: ResourceSlots, images: tuple[str, ...]):
+        self.store = store
+        self.hostname = f"host-{new_id()[:8]}"
+        self.id = node_id_for_host(self.hostname)
+        self.capacity = capacity
+        self.images = images
+        self.agent: Agent | None = None
+        self.seq = 0
+
+    async def register(self, epoch: int = 1, capacity: ResourceSlots | None = None) -> None:
+        capacity = capacity or self.capacity
+        if self.agent is None:
+            self.agent = Agent.register(
+                self.id, epoch=epoch, hostname=self.hostname, backend="simulated",
+                capacity=capacity, images=self.images, now=now(),
+            )  # fmt: skip
+        else:
+            self.agent.reregister(
+                epoch=epoch, hostname=self.hostname, backend="simulated",
+                capacity=capacity, images=self.images, now=now(),
+            )  # fmt: skip
+        await self._write()
+
+    async def started(self, kernel_id: str, session_id: str) -> None:
+        assert self.agent is not None
+        self.agent.kernel_started(kernel_id, session_id, f"jy-{kernel_id}", now())
+        await self._write()
+
+    async def exited(self, kernel_id: str, code: int) -> None:
+        assert self.agent is not None
+        self.agent.kernel_exited(kernel_id, code, "exited", now())
+        await self._write()
+
+    async def failed(self, kernel_id: str, session_id: str, reason: str) -> None:
+        assert self.agent is not None
+        self.agent.kernel_failed_to_start(kernel_id, session_id, reason, now())
+        await self._write()
+
+    async def _write(self) -> None:
+        assert self.agent is not None
+        cause = Cause(
+            causation_id=new_id(), correlation_id=new_id(),
+            actor=Actor.service(f"agent-{self.id[:8]}"), tenant=SYSTEM_TENANT,
+        )  # fmt: skip
+        write = pending_write((self.agent, self.seq), cause)
+        assert write is not None
+        self.seq = (await self.store.append(write)).last_seqs[self.agent.ref]
+
+
+def create(image: str, need: ResourceSlots) -> CreateSession:
+    spec = SessionSpec(
+        image=image,
+        kernels=(KernelSpec(resources=need),),
+        command=("sleep", "60"),
+        env={"JY_TEST": "1"},
+    )
+    return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec)
+
+
+async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 5.0) -> T:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        found = await check()
+        if found:
+            return found
+        if loop.time() > deadline:
+            raise AssertionError(f"not true after {timeout}s: {check}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def store(bus: Bus) -> EventStore:
+    return EventStore(bus)
+
+
+@pytest.fixture
+def image() -> str:
+    return f"img-{new_id()[:8]}"
+
+
+@pytest.fixture
+async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
+    """Schedulers sharing one fresh durable consumer, removed afterwards: on a work-queue
+    stream only one consumer may hold ``cmd.session.*`` at a time."""
+    settings = SchedulerSettings(
+        durable=f"scheduler-test-{new_id()[:8]}", poll_timeout_s=0.25, command_fetch_timeout_s=0.2
+    )
+    running: list[Scheduler] = []
+
+    async def start(**overrides: Any) -> Scheduler:
+        scheduler = Scheduler(bus, settings.model_copy(update=overrides))
+        await scheduler.start()
+        running.append(scheduler)
+        return scheduler
+
+    try:
+        yield start
+    finally:
+        for scheduler in running:
+            await scheduler.stop()
+        with contextlib.suppress(NotFoundError):
+            await bus.js.delete_consumer(COMMANDS_STREAM, settings.durable)
+
+
+async def history(store: EventStore, kind: AggregateType, aggregate_id: str) -> list[StoredEvent]:
+    return (await store.read(AggregateRef(kind, aggregate_id))).events
+
+
+async def session_in(store: EventStore, session_id: str, status: SessionStatus) -> Session:
+    async def check() -> Session | None:
+        session = (await load(store, Session, session_id)).aggregate
+        return session if session is not None and session.status is status else None
+
+    return await eventually(check)
+
+
+async def node_of(store: EventStore, agent: FakeAgent) -> Node:
+    async def check() -> Node | None:
+        return (await load(store, Node, agent.id)).aggregate
+
+    return await eventually(check)
+
+
+async def placed(
+    store: EventStore, commands: CommandBus, image: str, need: ResourceSlots
+) -> Session:
+    cmd = create(image, need)
+    outcome = await commands.execute(cmd, timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    return await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
+
+
+async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    await start_scheduler()
+    other = FakeAgent(store, slots(cpu=64, mem=256, gpu=8), ("something-else",))
+    agent = FakeAgent(store, slots(cpu=4, mem=16, gpu=2), (image,))
+    await other.register()
+    await agent.register()
+    node = await node_of(store, agent)
+    assert (node.hostname, node.resource_group, node.capacity) == (
+        agent.hostname, "default", agent.capacity,
+    )  # fmt: skip
+
+    cmd = create(image, slots(cpu=1, mem=2, gpu=1))
+    outcome = await CommandBus(bus).execute(cmd, timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    session_id = session_id_for(cmd.command_id)
+    session = await session_in(store, session_id, SessionStatus.SCHEDULED)
+    (kernel_id,) = session.kernel_ids
+    assert session.placements == {kernel_id: agent.id}
+
+    events = await history(store, AggregateType.SESSION, session_id)
+    assert [e.name for e in events] == ["SessionRequested", "SessionScheduled"]
+    assert outcome.event_seqs == (events[0].seq,)
+    ledger = await history(store, AggregateType.NODE, agent.id)
+    (allocated,) = [e for e in ledger if e.name == "ResourcesAllocated"]
+    # One group commit: the session and its node ledger, stored next to each other.
+    assert allocated.seq == events[1].seq + 1
+    assert allocated.envelope.payload["kernel_id"] == kernel_id
+    node = await node_of(store, agent)
+    allocation = node.allocations[kernel_id]
+    assert (allocation.session_id, allocation.slots, allocation.image) == (
+        session_id, slots(cpu=1, mem=2, gpu=1), image,
+    )  # fmt: skip
+    assert (allocation.command, allocation.env) == (("sleep", "60"), {"JY_TEST": "1"})
+
+
+async def test_kernel_facts_drive_the_session_and_free_the_node(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    scheduler = await start_scheduler()
+    agent = FakeAgent(store, slots(cpu=4, mem=16, gpu=2), (image,))
+    await agent.register()
+    await node_of(store, agent)
+    commands = CommandBus(bus)
+
+    session = await placed(store, commands, image, slots(gpu=2))
+    (kernel_id,) = session.kernel_ids
+    await agent.started(kernel_id, session.id)
+    await session_in(store, session.id, SessionStatus.RUNNING)
+    await agent.exited(kernel_id, 3)
+    ended = await session_in(store, session.id, SessionStatus.TERMINATED)
+    assert ended.exit_code == 3
+    assert "code 3" in ended.reason
+    node = await node_of(store, agent)
+    assert node.allocations == {}
+    assert node.free == node.capacity
+
+    # A late repeat of a fact changes nothing.
+    before = await history(store, AggregateType.SESSION, session.id)
+    await agent.started(kernel_id, session.id)
+    await scheduler.settle()
+    assert await history(store, AggregateType.SESSION, session.id) == before
+
+    # A kernel that fails to start ends its session in ERROR and gives its slots back.
+    failing = await placed(store, commands, image, slots(gpu=2))
+    (kernel_id,) = failing.kernel_ids
+    await agent.failed(kernel_id, failing.id, "image pull failed")
+    errored = await session_in(store, failing.id, SessionStatus.ERROR)
+    assert "image pull failed" in errored.reason
+    assert (await node_of(store, agent)).allocations == {}
+
+
+async def test_terminating_a_running_session_asks_its_node_to_stop_it(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    await start_scheduler()
+    agent = FakeAgent(store, slots(cpu=4, mem=16), (image,))
+    await agent.register()
+    await node_of(store, agent)
+    commands = CommandBus(bus)
+    session = await placed(store, commands, image, slots(cpu=2))
+    (kernel_id,) = session.kernel_ids
+    await agent.started(kernel_id, session.id)
+    await session_in(store, session.id, SessionStatus.RUNNING)
+
+    terminate = TerminateSession(
+        actor=Actor.service("tests"), tenant=SYSTEM_TENANT, session_id=session.id, reason="done"
+    )
+    outcome = await commands.execute(terminate, timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    await session_in(store, session.id, SessionStatus.TERMINATING)
+    node = await node_of(store, agent)
+    assert node.allocations[kernel_id].stopping
+    ledger = await history(store, AggregateType.NODE, agent.id)
+    events = await history(store, AggregateType.SESSION, session.id)
+    # Session and ledger changed in one group commit.
+    assert ledger[-1].name == "KernelStopRequested"
+    assert events[-1].name == "SessionTerminating"
+    assert ledger[-1].seq == events[-1].seq + 1
+    assert set(outcome.event_seqs) == {events[-1].seq, ledger[-1].seq}
+
+    await agent.exited(kernel_id, 137)
+    await session_in(store, session.id, SessionStatus.TERMINATED)
+    assert (await node_of(store, agent)).allocations == {}
+
+
+async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_take_it(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    await start_scheduler()
+    small = FakeAgent(store, slots(cpu=4, mem=16), (image,))
+    await small.register()
+    await node_of(store, small)
+    commands = CommandBus(bus)
+
+    cmd = create(image, slots(cpu=2, mem=64))
+    outcome = await commands.execute(cmd, timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    session_id = session_id_for(cmd.command_id)
+
+    async def reason() -> str | None:
+        session = (await load(store, Session, session_id)).aggregate
+        return session.reason if session and session.reason != "requested" else None
+
+    expected = f"no node has 64 GiB of memory even when idle (largest: 16 GiB on {small.hostname})"
+    assert await eventually(reason) == expected
+    assert (await load(store, Session, session_id)).aggregate.status is SessionStatus.PENDING  # type: ignore[union-attr]
+
+    big = FakeAgent(store, slots(cpu=8, mem=128), (image,))
+    await big.register()
+    session = await session_in(store, session_id, SessionStatus.SCHEDULED)
+    assert set(session.placements.values()) == {big.id}
+
+
+async def test_terminating_a_waiting_session_cancels_it_and_unknown_ones_are_not_found(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    await start_scheduler()
+    agent = FakeAgent(store, slots(cpu=1, mem=1), (image,))
+    await agent.register()
+    commands = CommandBus(bus)
+    cmd = create(image, slots(cpu=2))
+    assert (await commands.execute(cmd, timeout=5)).accepted  # type: ignore[union-attr]
+    session_id = session_id_for(cmd.command_id)
+
+    def terminate(target: str) -> TerminateSession:
+        return TerminateSession(
+            actor=Actor.service("tests"), tenant=SYSTEM_TENANT, session_id=target
+        )
+
+    outcome = await commands.execute(terminate(session_id), timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    cancelled = await session_in(store, session_id, SessionStatus.CANCELLED)
+    assert cancelled.reason == "user request"
+
+    again = await commands.execute(terminate(session_id), timeout=5)
+    assert again is not None and again.accepted and again.event_seqs == ()
+    unknown = await commands.execute(terminate(new_id()), timeout=5)
+    assert unknown is not None and unknown.code == "not-found", unknown
+
+
+async def test_an_image_no_agent_has_is_rejected_and_nothing_is_stored(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    await start_scheduler()
+    cmd = create(image, slots())
+    outcome = await CommandBus(bus).execute(cmd, timeout=5)
+    assert outcome is not None and not outcome.accepted
+    assert outcome.code == "invalid"
+    assert f"no registered agent has image {image}" in outcome.message
+    assert await history(store, AggregateType.SESSION, session_id_for(cmd.command_id)) == []
+
+
+async def test_a_restarted_scheduler_catches_up_and_continues_without_duplicates(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    first = await start_scheduler()
+    agent = FakeAgent(store, slots(cpu=4, mem=16), (image,))
+    await agent.register()
+    await node_of(store, agent)
+    commands = CommandBus(bus)
+    running = await placed(store, commands, image, slots(cpu=1))
+    await first.stop()
+
+    # While no scheduler runs: a kernel starts, the agent restarts, a command waits.
+    (kernel_id,) = running.kernel_ids
+    await agent.started(kernel_id, running.id)
+    await agent.register(epoch=2)
+    waiting = create(image, slots(cpu=1))
+    await commands.send(waiting)
+
+    second = await start_scheduler()
+    await session_in(store, running.id, SessionStatus.RUNNING)
+    later = await session_in(store, session_id_for(waiting.command_id), SessionStatus.SCHEDULED)
+    await second.settle()
+
+    names = [e.name for e in await history(store, AggregateType.SESSION, running.id)]
+    assert names == ["SessionRequested", "SessionScheduled", "SessionStarted"]
+    names = [e.name for e in await history(store, AggregateType.SESSION, later.id)]
+    assert names == ["SessionRequested", "SessionScheduled"]
+    ledger = [e.name for e in await history(store, AggregateType.NODE, agent.id)]
+    assert ledger == ["NodeRegistered", "ResourcesAllocated", "ResourcesAllocated"]
+
+    # Registering again with other hardware changes the ledger's capacity, once.
+    await agent.register(epoch=3, capacity=slots(cpu=8, mem=16))
+
+    async def grown() -> Node | None:
+        node = await node_of(store, agent)
+        return node if node.capacity == slots(cpu=8, mem=16) else None
+
+    await eventually(grown)
+    await second.settle()
+    ledger = [e.name for e in await history(store, AggregateType.NODE, agent.id)]
+    assert ledger[3:] == ["NodeCapacityChanged"]
+
+
+async def test_sessions_created_together_are_placed_in_few_group_commits_without_overbooking(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    scheduler = await start_scheduler()
+    agents = [FakeAgent(store, slots(cpu=10, mem=64, gpu=10), (image,)) for _ in range(5)]
+    await asyncio.gather(*(agent.register() for agent in agents))
+    for agent in agents:
+        await node_of(store, agent)
+    await scheduler.settle()
+    batches = scheduler.store.stats.batches
+
+    commands = CommandBus(bus)
+    cmds = [create(image, slots(cpu=1, mem=1, gpu=1)) for _ in range(50)]
+    outcomes = await asyncio.gather(*(commands.execute(cmd, timeout=10) for cmd in cmds))
+    assert all(o is not None and o.accepted for o in outcomes), outcomes
+    for cmd in cmds:
+        await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
+
+    nodes = [await node_of(store, agent) for agent in agents]
+    assert sum(len(node.allocations) for node in nodes) == 50
+    for node in nodes:
+        assert node.allocated.fits_in(node.capacity), node.allocations
+    commits = scheduler.store.stats.batches - batches
+    assert commits <= 50 // 3, f"{commits} group commits for 50 sessions"
+
+
+async def test_a_pass_larger_than_a_batch_is_stored_in_several_batches_in_order(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    # Three events per batch at most: each placement (two events) gets a batch of its own,
+    # and every batch carries the node ledger's guard on from the batch before it.
+    scheduler = await start_scheduler(max_batch_events=3, pass_linger_s=0.05)
+    agent = FakeAgent(store, slots(cpu=8, mem=8), (image,))
+    await agent.register()
+    await node_of(store, agent)
+    await scheduler.settle()
+    conflicts, batches, passes = (
+        scheduler.store.stats.conflicts, scheduler.store.stats.batches, scheduler.passes,
+    )  # fmt: skip
+
+    commands = CommandBus(bus)
+    cmds = [create(image, slots(cpu=1, mem=1)) for _ in range(6)]
+    await asyncio.gather(*(commands.send(cmd) for cmd in cmds))
+    for cmd in cmds:
+        await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
+    assert scheduler.store.stats.conflicts == conflicts
+    # Fewer passes than batches: some pass stored its decisions in several batches.
+    assert scheduler.store.stats.batches - batches == 6
+    assert scheduler.passes - passes < 6
+    ledger = await history(store, AggregateType.NODE, agent.id)
+    assert [e.name for e in ledger].count("ResourcesAllocated") == 6
+    assert len((await node_of(store, agent)).allocations) == 6
