@@ -1,0 +1,90 @@
+"""``jetyard up`` as a user runs it: a child process on a temp data dir, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from jetyard.natsserver import free_port
+
+TEST_IMAGE = os.environ.get("JETYARD_TEST_IMAGE", "jetyard-busybox:latest")
+
+
+@dataclass
+class Jetyard:
+    data_dir: Path
+    port: int
+    backend: str
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 60.0) -> Jetyard:
+        log = open(self.data_dir.parent / f"up-{self.port}.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "jetyard"),
+                "up",
+                "--data-dir",
+                str(self.data_dir),
+                "--gateway-port",
+                str(self.port),
+                "--agent-backend",
+                self.backend,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jetyard up exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError("jetyard up did not become healthy")
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def gql(self, query: str, **variables: Any) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.url}/graphql", json={"query": query, "variables": variables}, timeout=30
+        )
+        response.raise_for_status()
+        body: dict[str, Any] = response.json()
+        return body
+
+
+@pytest.fixture
+def jetyard_docker(tmp_path: Path) -> Iterator[Jetyard]:
+    stack = Jetyard(tmp_path / "data", free_port(), "docker").start()
+    yield stack
+    stack.stop()
