@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 gateway_port=args.gateway_port,
                 nats_port=args.nats_port,
                 agent_backend=args.agent_backend,
+                restart_delay_s=float(os.environ.get("JETYARD_UP_RESTART_DELAY_S", "1.0")),
             )
             return up(options)
         if args.command == "serve":

@@ -2,9 +2,10 @@
 
 Starts a ``nats-server`` child (127.0.0.1, generated token, pidfile, parent-death signal) on
 ``<data-dir>/nats``, declares the streams, then runs every service as a child process
-(``jetyard serve <service>``) so Python uses every core. Ctrl-C stops the services, then the
-server. A lock on the data directory keeps a second ``up`` off it; a server orphaned by a
-``kill -9`` of an earlier ``up`` is found through its pidfile and stopped first.
+(``jetyard serve <service>``) so Python uses every core, restarting one that dies. Ctrl-C stops
+the services, then the server. A lock on the data directory keeps a second ``up`` off it; a
+server orphaned by a ``kill -9`` of an earlier ``up`` is found through its pidfile and stopped
+first.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from jetyard.runtime import DataDirLock, stop_orphaned_server
 from schemas.settings import NatsSettings
 
 SERVICE_ORDER = ("projections", "scheduler", "agent", "gateway")
+QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting...
+MAX_QUICK_DEATHS = 5  # ...this many times in a row is broken, not unlucky
 
 
 @dataclass
@@ -34,6 +37,7 @@ class UpOptions:
     gateway_port: int = 8080
     nats_port: int = 0
     agent_backend: str = "auto"
+    restart_delay_s: float = 1.0
     services: tuple[str, ...] = SERVICE_ORDER
 
 
@@ -50,6 +54,9 @@ class Stack:
     options: UpOptions
     server: NatsServer | None = None
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    started_at: dict[str, float] = field(default_factory=dict)
+    died_at: dict[str, float] = field(default_factory=dict)
+    quick_deaths: dict[str, int] = field(default_factory=dict)
     lock: DataDirLock | None = None
 
     def env(self) -> dict[str, str]:
@@ -79,15 +86,24 @@ class Stack:
         ).start()
         asyncio.run(self._declare())
         (data / "logs").mkdir(parents=True, exist_ok=True)
+        (data / "run").mkdir(parents=True, exist_ok=True)
         for name in self.options.services:
-            log = open(data / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (kept for the child)
-            self.children[name] = subprocess.Popen(
-                [sys.executable, "-m", "jetyard.cli", "serve", name],
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
+            self._spawn(name)
+
+    def _spawn(self, name: str) -> None:
+        data = self.options.data_dir
+        log = open(data / "logs" / f"{name}.log", "ab")  # noqa: SIM115 (kept for the child)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "jetyard.cli", "serve", name],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+        self.children[name] = child
+        self.started_at[name] = time.monotonic()
+        (data / "run" / f"{name}.pid").write_text(f"{child.pid}\n")
 
     async def _declare(self) -> None:
         assert self.server is not None
@@ -99,11 +115,24 @@ class Stack:
         finally:
             await bus.close()
 
-    def check_children(self) -> str | None:
-        for name, child in self.children.items():
-            if child.poll() is not None:
-                log = self.options.data_dir / "logs" / f"{name}.log"
-                return f"{name} exited with {child.returncode}; see {log}"
+    def supervise(self) -> str | None:
+        """Restart a service that died (after a pause, so that what it left behind is seen
+        by the next incarnation); give up on one that keeps dying at once."""
+        now = time.monotonic()
+        for name, child in list(self.children.items()):
+            if child.poll() is None:
+                continue
+            if name not in self.died_at:
+                quick = now - self.started_at[name] < QUICK_DEATH_S
+                self.quick_deaths[name] = self.quick_deaths.get(name, 0) + 1 if quick else 0
+                if self.quick_deaths[name] >= MAX_QUICK_DEATHS:
+                    log = self.options.data_dir / "logs" / f"{name}.log"
+                    return f"{name} keeps exiting ({child.returncode}); see {log}"
+                self.died_at[name] = now
+                print(f"{name} exited with {child.returncode}; restarting", flush=True)
+            if now - self.died_at[name] >= self.options.restart_delay_s:
+                del self.died_at[name]
+                self._spawn(name)
         return None
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -140,7 +169,7 @@ def up(options: UpOptions) -> int:
             if received is not None:
                 print("stopping...", flush=True)
                 return 0
-            failed = stack.check_children()
+            failed = stack.supervise()
             if failed is not None:
                 print(f"jetyard up: {failed}", file=sys.stderr)
                 return 1

@@ -25,6 +25,7 @@ class Jetyard:
     data_dir: Path
     port: int
     backend: str
+    env: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -46,6 +47,7 @@ class Jetyard:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **(self.env or {})},
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -73,6 +75,9 @@ class Jetyard:
         assert self.process is not None
         self.process.kill()
         self.process.wait()
+
+    def pid_of(self, service: str) -> int:
+        return int((self.data_dir / "run" / f"{service}.pid").read_text())
 
     def gql(self, query: str, **variables: Any) -> dict[str, Any]:
         response = httpx.post(
