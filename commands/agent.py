@@ -73,6 +73,7 @@ class Agent(Aggregate):
         capacity: ResourceSlots,
         devices: Iterable[DeviceInfo] = (),
         images: Iterable[str] = (),
+        resource_group: str = "default",
         now: datetime,
     ) -> Agent:
         """The first registration of this machine's agent."""
@@ -88,6 +89,7 @@ class Agent(Aggregate):
             capacity=capacity,
             devices=tuple(devices),
             images=_image_set(images),
+            resource_group=resource_group,
         )
 
     def reregister(
@@ -99,6 +101,7 @@ class Agent(Aggregate):
         capacity: ResourceSlots,
         devices: Iterable[DeviceInfo] = (),
         images: Iterable[str] = (),
+        resource_group: str = "default",
         now: datetime,
     ) -> bool:
         """A restarted agent registers again. Its epoch must grow: a stale incarnation (a
@@ -116,6 +119,7 @@ class Agent(Aggregate):
             capacity=capacity,
             devices=tuple(devices),
             images=_image_set(images),
+            resource_group=resource_group,
         )
 
     def change_images(self, images: Iterable[str], now: datetime) -> bool:

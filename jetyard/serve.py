@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 
 from schemas.settings import NatsSettings
 
 log = logging.getLogger("jetyard.serve")
+
+SHUTDOWN_GRACE_S = 15.0
 
 Runner = Callable[[asyncio.Event], Awaitable[None]]
 
@@ -57,7 +60,18 @@ async def _serve(name: str) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     log.info("%s starting", name)
-    await SERVICES[name](stop)
+    running = asyncio.ensure_future(SERVICES[name](stop))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not running.done():
+        # A clean stop may need NATS (a last write, a drain). If NATS is gone too (its
+        # parent was killed), that wait would never end: bound it, then leave anyway.
+        done, _ = await asyncio.wait({running}, timeout=SHUTDOWN_GRACE_S)
+        if not done:
+            log.error("%s did not stop within %ss; exiting", name, SHUTDOWN_GRACE_S)
+            os._exit(1)
+    stopping.cancel()
+    running.result()
     log.info("%s stopped", name)
 
 

@@ -85,6 +85,12 @@ class Stack:
             data_dir=data / "nats", port=self.options.nats_port, token=secrets.token_urlsafe(24)
         ).start()
         asyncio.run(self._declare())
+        # For tools run by hand against this stack (`jetyard log`): `set -a; . nats.env`.
+        env_file = data / "nats.env"
+        env_file.touch(mode=0o600)
+        env_file.write_text(
+            f"JETYARD_NATS_URL={self.server.url}\nJETYARD_NATS_TOKEN={self.server.token}\n"
+        )
         (data / "logs").mkdir(parents=True, exist_ok=True)
         (data / "run").mkdir(parents=True, exist_ok=True)
         for name in self.options.services:

@@ -26,6 +26,7 @@ class AgentRegistered(Event):
     capacity: ResourceSlots
     devices: tuple[DeviceInfo, ...] = ()
     images: tuple[str, ...] = ()
+    resource_group: str = "default"
 
 
 @upcaster("AgentRegistered", from_version=1)

@@ -155,6 +155,7 @@ class NodeAgent:
             devices=self.capacity.devices,
             images=await self._backend.images(),
             now=self._clock(),
+            resource_group=self.settings.resource_group,
         )
         log.info(
             "agent %s (%s, %s backend) registered with epoch %d, capacity %s",

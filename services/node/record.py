@@ -98,6 +98,7 @@ class AgentRecord:
         devices: Iterable[DeviceInfo],
         images: Iterable[str],
         now: datetime,
+        resource_group: str = "default",
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
         for _ in range(ATTEMPTS):
@@ -112,6 +113,7 @@ class AgentRecord:
                     capacity=capacity,
                     devices=devices,
                     images=images,
+                    resource_group=resource_group,
                     now=now,
                 )
             else:
@@ -123,6 +125,7 @@ class AgentRecord:
                     capacity=capacity,
                     devices=devices,
                     images=images,
+                    resource_group=resource_group,
                     now=now,
                 )
             if await self._write(agent):
