@@ -68,6 +68,8 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
     data = tmp_path / "data"
     port = free_port()
     stack = Jetyard(data, port, "simulated").start()
+    nodes_before = stack.gql("{ nodes { id hostname capacity { cpu } } }")["data"]["nodes"]
+    assert len(nodes_before) == 1
     command_ids = [new_id() for _ in range(200)]
     accepted: set[str] = set()
 
@@ -127,5 +129,8 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
         ids = [e["node"]["id"] for e in listing["data"]["sessions"]["edges"]]
         assert len(ids) == len(set(ids))
         assert set(ids) == {session_id_for(c) for c in command_ids}
+        # The machine is the same node as before: its ledger resumed from the log.
+        nodes_after = again.gql("{ nodes { id hostname capacity { cpu } } }")["data"]["nodes"]
+        assert nodes_after == nodes_before
     finally:
         again.stop()
