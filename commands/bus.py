@@ -32,7 +32,7 @@ class CommandBus:
         """Store the command. Sent again with the same id inside the duplicate window, it is
         not stored twice (``PubAck.duplicate`` is True); after the window the runner finds the
         existing outcome and skips it."""
-        headers = {"Nats-Msg-Id": cmd.command_id, COMMAND_NAME_HEADER: cmd.name()}
+        headers = {"Nats-Msg-Id": cmd.command_id, COMMAND_NAME_HEADER: cmd.command_name()}
         return await self._bus.js.publish(
             cmd.subject(), cmd.model_dump_json().encode(), stream=COMMANDS_STREAM, headers=headers
         )

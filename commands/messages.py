@@ -70,7 +70,7 @@ class Command(BaseModel):
         return command_subject(cls.aggregate_type, cls.verb)
 
     @classmethod
-    def name(cls) -> str:
+    def command_name(cls) -> str:
         return cls.__name__
 
     def cause(self) -> Cause:

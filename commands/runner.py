@@ -233,7 +233,7 @@ class CommandRunner:
             return
         handler = self.handlers.get(type(cmd))
         if handler is None:
-            decision: Decision = Rejected(Code.UNSUPPORTED, f"{self.durable} cannot {cmd.name()}")
+            decision: Decision = Rejected(Code.UNSUPPORTED, f"{self.durable} cannot {cmd.command_name()}")
         else:
             try:
                 decision = await handler(cmd, self.ctx)

@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from commands.aggregate import Aggregate
 from commands.errors import DomainError, IllegalTransition
 from events.domain.session import (
+    SessionAdmitted,
     SessionCancelled,
     SessionCreating,
     SessionFailed,
@@ -26,6 +27,7 @@ from events.domain.session import (
 from schemas.ids import kernel_id_for
 from schemas.session import SessionSpec, SessionStatus
 from schemas.subjects import AggregateType
+from schemas.tenancy import SessionOwner
 
 S = SessionStatus
 
@@ -73,6 +75,8 @@ class Session(Aggregate):
         placements: dict[str, str]
         exit_code: int | None
         history: list[StatusChange]
+        owner: SessionOwner | None = None
+        admitted: bool = False
 
     def __init__(self) -> None:
         # Filled by ``Requested.apply``; a session exists only from its first event.
@@ -82,6 +86,9 @@ class Session(Aggregate):
         self.placements: dict[str, str] = {}
         self.exit_code: int | None = None
         self.history: list[StatusChange] = []
+        self.owner: SessionOwner | None = None
+        self.admitted = False
+        """Its slots are reserved on every quota scope; only admitted sessions are placed."""
 
     @property
     def reason(self) -> str:
@@ -91,11 +98,29 @@ class Session(Aggregate):
     # ---- commands ------------------------------------------------------------------------
 
     @classmethod
-    def request(cls, session_id: str, spec: SessionSpec, now: datetime) -> Session:
+    def request(
+        cls,
+        session_id: str,
+        spec: SessionSpec,
+        now: datetime,
+        owner: SessionOwner | None = None,
+    ) -> Session:
         kernel_ids = tuple(kernel_id_for(session_id, i) for i in range(len(spec.kernels)))
         return cls._create(
-            cls.Requested, id=session_id, timestamp=now, spec=spec, kernel_ids=kernel_ids
+            cls.Requested,
+            id=session_id,
+            timestamp=now,
+            spec=spec,
+            kernel_ids=kernel_ids,
+            owner=owner,
         )
+
+    def admit(self, reason: str, now: datetime) -> bool:
+        """Its slots are now reserved on every scope. Admitting again changes nothing."""
+        self._check(S.PENDING)
+        if self.admitted:
+            return False
+        return self._trigger(self.Admitted, now, reason=reason)
 
     def note_pending_reason(self, reason: str, now: datetime) -> bool:
         """Record why a session still waits; only a changed reason is written."""
@@ -194,6 +219,14 @@ class Session(Aggregate):
         def apply(self, session: Session) -> None:
             session.spec = self.spec
             session.kernel_ids = self.kernel_ids
+            session.owner = self.owner
+            # A session from before tenancy has no scopes to reserve on.
+            session.admitted = self.owner is None
+            session._enter(S.PENDING, self.reason, self.timestamp)
+
+    class Admitted(SessionAdmitted, Aggregate.Event):
+        def apply(self, session: Session) -> None:
+            session.admitted = True
             session._enter(S.PENDING, self.reason, self.timestamp)
 
     class PendingReasonChanged(SessionPendingReasonChanged, Aggregate.Event):

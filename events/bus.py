@@ -2,7 +2,9 @@
 
 Reads: the server's INFO (version) and, in production, its ``/varz`` (sync policy).
 Writes: stream and bucket configurations (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``,
-``JY_PARKED``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``).
+``JY_PARKED``, ``JY_ACCESS``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots`` and the
+credential buckets ``jy-secrets``, ``jy-people``, ``jy-credentials``, ``jy-nonces``,
+``jy-logins``).
 """
 
 from __future__ import annotations
@@ -21,16 +23,23 @@ from nats.js.errors import BadRequestError
 
 from schemas.settings import MIN_SERVER_VERSION, NatsSettings
 from schemas.subjects import (
+    ACCESS_PREFIX,
+    ACCESS_STREAM,
     COMMANDS_PREFIX,
+    CREDENTIALS_BUCKET,
     COMMANDS_STREAM,
     EVENTS_PREFIX,
     EVENTS_STREAM,
     HEARTBEATS_BUCKET,
     LEASES_BUCKET,
+    LOGINS_BUCKET,
+    NONCES_BUCKET,
     OUTCOMES_PREFIX,
     OUTCOMES_STREAM,
     PARKED_PREFIX,
     PARKED_STREAM,
+    PEOPLE_BUCKET,
+    SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
 )
 
@@ -123,6 +132,22 @@ def parked_stream_config(settings: NatsSettings) -> api.StreamConfig:
         max_age=PARKED_MAX_AGE_S,
         num_replicas=settings.replicas,
         duplicate_window=min(settings.duplicate_window_s, PARKED_MAX_AGE_S),
+        allow_direct=True,
+    )
+
+
+def access_stream_config(settings: NatsSettings) -> api.StreamConfig:
+    # Kept for a bounded time (unlike the event log): it grows with every request.
+    return api.StreamConfig(
+        name=ACCESS_STREAM,
+        description="Jetyard access log: every request and command, by domain",
+        subjects=[f"{ACCESS_PREFIX}.>"],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        max_age=settings.access_log_max_age_s,
+        num_replicas=settings.replicas,
+        deny_delete=True,
+        deny_purge=True,
         allow_direct=True,
     )
 
@@ -235,6 +260,7 @@ async def ensure_streams(bus: Bus) -> None:
         commands_stream_config(settings),
         outcomes_stream_config(settings),
         parked_stream_config(settings),
+        access_stream_config(settings),
     ):
         await _ensure_stream(bus.js, config)
     ttl = 3 * settings.heartbeat_interval_s
@@ -251,6 +277,15 @@ async def ensure_streams(bus: Bus) -> None:
     await bus.js.create_key_value(
         api.KeyValueConfig(bucket=LEASES_BUCKET, history=1, replicas=settings.replicas)
     )
-    await bus.js.create_key_value(
-        api.KeyValueConfig(bucket=SNAPSHOTS_BUCKET, history=1, replicas=settings.replicas)
-    )
+    for bucket in (SNAPSHOTS_BUCKET, SECRETS_BUCKET, PEOPLE_BUCKET, CREDENTIALS_BUCKET):
+        await bus.js.create_key_value(
+            api.KeyValueConfig(bucket=bucket, history=1, replicas=settings.replicas)
+        )
+    # A nonce must outlive the window on both sides of the server's clock.
+    for bucket, ttl in (
+        (NONCES_BUCKET, 2 * settings.signature_window_s + 60),
+        (LOGINS_BUCKET, settings.login_ttl_s),
+    ):
+        await bus.js.create_key_value(
+            api.KeyValueConfig(bucket=bucket, history=1, ttl=ttl, replicas=settings.replicas)
+        )

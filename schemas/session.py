@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from schemas.resources import ResourceSlots
+from schemas.tenancy import SESSION_PRIORITY_DEFAULT, SESSION_PRIORITY_MAX
 
 
 class SessionType(StrEnum):
@@ -59,6 +60,8 @@ class SessionSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     name: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     resource_group: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    priority: int = Field(default=SESSION_PRIORITY_DEFAULT, ge=0, le=SESSION_PRIORITY_MAX)
+    """Higher goes first; a keypair's policy caps it (``max_priority``)."""
 
     @field_validator("env")
     @classmethod

@@ -29,3 +29,8 @@ class NatsSettings(BaseSettings):
     request_timeout_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     monitor_url: str | None = None
+    access_log_max_age_s: float = Field(default=90 * 86_400.0, gt=0)
+    signature_window_s: float = Field(
+        default=300.0, gt=0, le=1800, description="how far a signed request's date may be off"
+    )
+    login_ttl_s: float = Field(default=12 * 3600.0, gt=0, description="how long a login lasts")

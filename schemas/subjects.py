@@ -10,16 +10,23 @@ EVENTS_STREAM = "JY_EVENTS"
 COMMANDS_STREAM = "JY_COMMANDS"
 OUTCOMES_STREAM = "JY_OUTCOMES"
 PARKED_STREAM = "JY_PARKED"
+ACCESS_STREAM = "JY_ACCESS"  # the access log: every request and command, by domain
 
 EVENTS_PREFIX = "ev"
 COMMANDS_PREFIX = "cmd"
 OUTCOMES_PREFIX = "out"
 PARKED_PREFIX = "parked"
+ACCESS_PREFIX = "access"
 
 HEARTBEATS_BUCKET = "jy-heartbeats"
 LEASES_BUCKET = "jy-leases"
 SNAPSHOTS_BUCKET = "jy-snapshots"
 LOGS_BUCKET = "jy-logs"  # object store: a kernel's stdout/stderr, named by kernel id
+SECRETS_BUCKET = "jy-secrets"  # keypair secret keys, encrypted with the secrets key
+PEOPLE_BUCKET = "jy-people"  # one key per person, sealing their personal data in events
+CREDENTIALS_BUCKET = "jy-credentials"  # password hashes, by user id
+NONCES_BUCKET = "jy-nonces"  # signed requests seen within the date window (replays)
+LOGINS_BUCKET = "jy-logins"  # login tokens (by digest), expiring
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"
@@ -73,6 +80,11 @@ def commands_of(aggregate_type: AggregateType | str) -> str:
 
 def outcome_subject(command_id: str) -> str:
     return f"{OUTCOMES_PREFIX}.{check_token(command_id, 'command id')}"
+
+
+def access_subject(domain: str | None) -> str:
+    """``access.<domain>``; requests by no known principal go to ``access._``."""
+    return f"{ACCESS_PREFIX}.{check_token(domain, 'domain') if domain else '_'}"
 
 
 def parked_subject(command_id: str) -> str:

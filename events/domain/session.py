@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from events.catalogue import Event, event
 from schemas.session import SessionSpec
+from schemas.tenancy import SessionOwner
 from schemas.subjects import AggregateType
 
 SESSION = AggregateType.SESSION
@@ -20,6 +21,17 @@ class SessionRequested(Event):
     spec: SessionSpec
     kernel_ids: tuple[str, ...]
     reason: str = "requested"
+    owner: SessionOwner | None = None
+    """The scopes its slots are reserved on. None only in logs older than tenancy: such a
+    session is admitted without a quota check."""
+
+
+@event("SessionAdmitted", SESSION)
+class SessionAdmitted(Event):
+    """Still PENDING, now with its slots reserved on every scope it belongs to (written with
+    the ``QuotaReserved`` events): the scheduler may place it."""
+
+    reason: str = "admitted"
 
 
 @event("SessionPendingReasonChanged", SESSION)

@@ -1,0 +1,257 @@
+"""Events of the tenancy aggregates, written only by the gateway's admin module:
+``ev.domain.<name>``, ``ev.project.<id>``, ``ev.user.<id>``, ``ev.keypair.<access key>``,
+``ev.resource_policy.<kind>-<name>``, ``ev.resource_group.<name>``, ``ev.image.<id>``.
+
+No secret and no personal data in clear: a keypair's secret key lives encrypted in a KV bucket
+and its event names the key id; a user's email is here only as a keyed digest (for uniqueness
+and login lookups) and sealed with a key of that person's own, which forgetting them deletes.
+"""
+
+from __future__ import annotations
+
+from events.catalogue import Event, event
+from schemas.resources import ResourceSlots
+from schemas.session import SessionType
+from schemas.subjects import AggregateType
+from schemas.tenancy import (
+    AgentSelection,
+    KeypairPolicyLimits,
+    PolicyKind,
+    QueuePolicy,
+    Role,
+    ScopeKind,
+    SlotLimits,
+    StoragePolicyLimits,
+)
+
+DOMAIN = AggregateType.DOMAIN
+PROJECT = AggregateType.PROJECT
+USER = AggregateType.USER
+KEYPAIR = AggregateType.KEYPAIR
+POLICY = AggregateType.RESOURCE_POLICY
+GROUP = AggregateType.RESOURCE_GROUP
+IMAGE = AggregateType.IMAGE
+
+# ---- domain -------------------------------------------------------------------------------
+
+
+@event("DomainCreated", DOMAIN)
+class DomainCreated(Event):
+    description: str = ""
+    total_resource_slots: SlotLimits = SlotLimits()
+    """Unnamed slots are unlimited at domain scope."""
+
+
+@event("DomainModified", DOMAIN)
+class DomainModified(Event):
+    """The domain's settings, whole (not a difference)."""
+
+    description: str
+    total_resource_slots: SlotLimits
+
+
+@event("DomainDeactivated", DOMAIN)
+class DomainDeactivated(Event):
+    reason: str = ""
+
+
+@event("DomainReactivated", DOMAIN)
+class DomainReactivated(Event):
+    pass
+
+
+# ---- project ------------------------------------------------------------------------------
+
+
+@event("ProjectCreated", PROJECT)
+class ProjectCreated(Event):
+    domain: str
+    name: str
+    description: str = ""
+    total_resource_slots: SlotLimits = SlotLimits()
+    policy: str = "default"
+    """Name of its project resource policy (``ev.resource_policy.project-<name>``)."""
+
+
+@event("ProjectModified", PROJECT)
+class ProjectModified(Event):
+    description: str
+    total_resource_slots: SlotLimits
+    policy: str
+
+
+@event("ProjectDeactivated", PROJECT)
+class ProjectDeactivated(Event):
+    reason: str = ""
+
+
+@event("ProjectReactivated", PROJECT)
+class ProjectReactivated(Event):
+    pass
+
+
+# ---- user ---------------------------------------------------------------------------------
+
+
+@event("UserCreated", USER)
+class UserCreated(Event):
+    """``email_digest`` is the keyed digest the id derives from; ``email_sealed`` the email
+    encrypted with this person's own key (``jy-people`` bucket)."""
+
+    domain: str
+    role: Role
+    email_digest: str
+    email_sealed: str
+    policy: str = "default"
+    projects: tuple[str, ...] = ()
+
+
+@event("UserModified", USER)
+class UserModified(Event):
+    role: Role
+    policy: str
+
+
+@event("UserJoinedProject", USER)
+class UserJoinedProject(Event):
+    project_id: str
+
+
+@event("UserLeftProject", USER)
+class UserLeftProject(Event):
+    project_id: str
+
+
+@event("UserDefaultKeypairSet", USER)
+class UserDefaultKeypairSet(Event):
+    access_key: str
+
+
+@event("UserDeactivated", USER)
+class UserDeactivated(Event):
+    reason: str = ""
+
+
+@event("UserReactivated", USER)
+class UserReactivated(Event):
+    pass
+
+
+# ---- keypair ------------------------------------------------------------------------------
+
+
+@event("KeypairCreated", KEYPAIR)
+class KeypairCreated(Event):
+    """The secret key is not here: ``secret_key_id`` names its encrypted entry (and the
+    master key it is sealed with)."""
+
+    user_id: str
+    domain: str
+    secret_key_id: str
+    policy: str = "default"
+    rate_limit: int | None = None
+    """Requests per minute; None: the gateway's default."""
+
+
+@event("KeypairModified", KEYPAIR)
+class KeypairModified(Event):
+    policy: str
+    rate_limit: int | None
+
+
+@event("KeypairDeactivated", KEYPAIR)
+class KeypairDeactivated(Event):
+    reason: str = ""
+
+
+@event("KeypairReactivated", KEYPAIR)
+class KeypairReactivated(Event):
+    pass
+
+
+# ---- resource policies --------------------------------------------------------------------
+
+
+@event("ResourcePolicyCreated", POLICY)
+class ResourcePolicyCreated(Event):
+    """``keypair`` is set for keypair policies, ``storage`` for user and project ones."""
+
+    kind: PolicyKind
+    name: str
+    keypair: KeypairPolicyLimits | None = None
+    storage: StoragePolicyLimits | None = None
+
+
+@event("ResourcePolicyModified", POLICY)
+class ResourcePolicyModified(Event):
+    """The policy's limits, whole. They act at the next admission; nothing running is
+    evicted by a lower limit."""
+
+    keypair: KeypairPolicyLimits | None = None
+    storage: StoragePolicyLimits | None = None
+
+
+# ---- resource groups ----------------------------------------------------------------------
+
+
+@event("ResourceGroupCreated", GROUP)
+class ResourceGroupCreated(Event):
+    description: str = ""
+    queue_policy: QueuePolicy = QueuePolicy.FIFO
+    agent_selection: AgentSelection = AgentSelection.DISPERSED
+    allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
+
+
+@event("ResourceGroupModified", GROUP)
+class ResourceGroupModified(Event):
+    description: str
+    queue_policy: QueuePolicy
+    agent_selection: AgentSelection
+    allowed_session_types: tuple[SessionType, ...]
+
+
+@event("ResourceGroupAssociated", GROUP)
+class ResourceGroupAssociated(Event):
+    """A domain, project or keypair may now use the group (the union of the three decides)."""
+
+    scope: ScopeKind
+    scope_id: str
+
+
+@event("ResourceGroupDisassociated", GROUP)
+class ResourceGroupDisassociated(Event):
+    scope: ScopeKind
+    scope_id: str
+
+
+@event("ResourceGroupDeactivated", GROUP)
+class ResourceGroupDeactivated(Event):
+    reason: str = ""
+
+
+@event("ResourceGroupReactivated", GROUP)
+class ResourceGroupReactivated(Event):
+    pass
+
+
+# ---- images -------------------------------------------------------------------------------
+
+
+@event("ImageRegistered", IMAGE)
+class ImageRegistered(Event):
+    name: str
+    min_resources: ResourceSlots = ResourceSlots()
+    max_resources: SlotLimits = SlotLimits()
+
+
+@event("ImageModified", IMAGE)
+class ImageModified(Event):
+    min_resources: ResourceSlots
+    max_resources: SlotLimits
+
+
+@event("ImageForgotten", IMAGE)
+class ImageForgotten(Event):
+    """No new session may use it; sessions already using it are unaffected."""
+
+    reason: str = ""

@@ -1,0 +1,185 @@
+"""Tenancy vocabulary: roles, who owns a session, policy limits and the ids of tenancy
+aggregates and quota scopes. Pure values; the aggregates live in ``commands``.
+
+Ids that become subject tokens are derived here, once: a domain is its name, a project and an
+image are uuid5s of their names, a user is a uuid5 of a keyed digest of the email (so a second
+user with the same email is a create-once conflict, and the email itself never enters a
+subject or an event), a keypair is its access key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.ids import derived_id
+from schemas.resources import ResourceSlots
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
+"""Names that are also ids (domains, policies, resource groups): subject-safe and short."""
+
+SESSION_PRIORITY_DEFAULT = 10
+SESSION_PRIORITY_MAX = 100
+
+
+class Role(StrEnum):
+    SUPERADMIN = "superadmin"
+    ADMIN = "admin"  # a domain's administrator
+    USER = "user"
+    MONITOR = "monitor"  # reads, never acts
+
+
+class ScopeKind(StrEnum):
+    """The scopes a session's slots are reserved on, narrowest first."""
+
+    KEYPAIR = "keypair"
+    USER = "user"
+    PROJECT = "project"
+    DOMAIN = "domain"
+
+
+class PolicyKind(StrEnum):
+    KEYPAIR = "keypair"
+    USER = "user"
+    PROJECT = "project"
+
+
+class DefaultForUnspecified(StrEnum):
+    """What a slot the policy does not name is limited to: nothing, or no limit."""
+
+    LIMITED = "limited"
+    UNLIMITED = "unlimited"
+
+
+class QueuePolicy(StrEnum):
+    FIFO = "fifo"
+    LIFO = "lifo"
+    DRF = "drf"
+
+
+class AgentSelection(StrEnum):
+    CONCENTRATED = "concentrated"
+    DISPERSED = "dispersed"
+    ROUND_ROBIN = "roundrobin"
+
+
+SLOT_NAMES = ("cpu", "memory", "gpu")
+"""The slot names limits and reasons use, in the order ResourceSlots holds them."""
+
+
+class SlotLimits(BaseModel):
+    """A limit per slot; None means the slot is not named (see ``DefaultForUnspecified``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    cpu_milli: int | None = Field(default=None, ge=0)
+    memory_bytes: int | None = Field(default=None, ge=0)
+    gpu_hundredths: int | None = Field(default=None, ge=0)
+
+    def limit(self, slot: str, unspecified: DefaultForUnspecified) -> int | None:
+        """The limit of ``slot`` (a SLOT_NAMES entry) in quanta; None is no limit."""
+        value: int | None = getattr(self, _FIELD[slot])
+        if value is None and unspecified is DefaultForUnspecified.LIMITED:
+            return 0
+        return value
+
+    def over(
+        self, used: ResourceSlots, unspecified: DefaultForUnspecified
+    ) -> list[tuple[str, int, int]]:
+        """(slot, used, limit) for every slot ``used`` exceeds, in SLOT_NAMES order."""
+        found = []
+        for slot in SLOT_NAMES:
+            limit = self.limit(slot, unspecified)
+            amount: int = getattr(used, _FIELD[slot])
+            if limit is not None and amount > limit:
+                found.append((slot, amount, limit))
+        return found
+
+
+_FIELD = {"cpu": "cpu_milli", "memory": "memory_bytes", "gpu": "gpu_hundredths"}
+UNLIMITED = SlotLimits()
+
+
+class KeypairPolicyLimits(BaseModel):
+    """A keypair resource policy (Backend.AI's ``keypair_resource_policies``). None: no limit."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    total_resource_slots: SlotLimits = UNLIMITED
+    default_for_unspecified: DefaultForUnspecified = DefaultForUnspecified.UNLIMITED
+    max_concurrent_sessions: int | None = Field(default=None, ge=0)
+    max_pending_sessions: int | None = Field(default=None, ge=0)
+    max_pending_resource_slots: SlotLimits = UNLIMITED
+    """Unnamed slots are never limited here: pending slots are a queue bound, not a grant."""
+    max_containers_per_session: int = Field(default=1, ge=1)
+    max_session_lifetime_s: int | None = Field(default=None, ge=1)
+    idle_timeout_s: int | None = Field(default=None, ge=1)
+    max_priority: int = Field(default=SESSION_PRIORITY_DEFAULT, ge=0, le=SESSION_PRIORITY_MAX)
+
+
+class StoragePolicyLimits(BaseModel):
+    """User and project resource policies: virtual folder limits (enforced by storage)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    max_vfolder_count: int | None = Field(default=None, ge=0)
+    max_quota_scope_size_bytes: int | None = Field(default=None, ge=0)
+
+
+class SessionOwner(BaseModel):
+    """Whose a session is: every scope its slots are reserved on. Set by the gateway from the
+    authenticated principal, never from what a client claims."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    access_key: str
+    user_id: str
+    project_id: str
+    domain: str
+
+    def scopes(self) -> tuple[tuple[ScopeKind, str], ...]:
+        return (
+            (ScopeKind.KEYPAIR, self.access_key),
+            (ScopeKind.USER, self.user_id),
+            (ScopeKind.PROJECT, self.project_id),
+            (ScopeKind.DOMAIN, self.domain),
+        )
+
+
+# ---- ids ----------------------------------------------------------------------------------
+
+
+def project_id_for(domain: str, name: str) -> str:
+    """Project names are unique within a domain: the id is derived from both."""
+    return derived_id("project", domain, name)
+
+
+def image_id_for(name: str) -> str:
+    return derived_id("image", name)
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def email_digest(email: str, key: bytes) -> str:
+    """A keyed digest of an email: lets the log say "this email is taken" and find a login
+    without holding the email. The key comes from settings (the secrets key)."""
+    return hmac.new(key, normalise_email(email).encode(), hashlib.sha256).hexdigest()
+
+
+def user_id_for(digest: str) -> str:
+    """A user's id from the digest of their email: one user per email, by construction."""
+    return derived_id("user", digest)
+
+
+def policy_id_for(kind: PolicyKind, name: str) -> str:
+    return f"{kind.value}-{name}"
+
+
+def quota_id_for(kind: ScopeKind, scope_id: str) -> str:
+    """The ``quota`` aggregate of one scope, e.g. ``project-<uuid>``."""
+    return f"{kind.value}-{scope_id}"
