@@ -35,6 +35,7 @@ from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.settings import NatsSettings
 from schemas.subjects import events_of
+from tests.tenancy_support import make_tenancy
 
 AGENTS_CHILD = """
 import asyncio, sys
@@ -84,6 +85,9 @@ async def measure(settings: NatsSettings, sessions: int, window: int) -> dict[st
         image=IMAGE, kernels=(KernelSpec(resources=ResourceSlots.of(cpu="0.1", memory=1 << 20)),)
     )
     store = EventStore(bus)
+    # Sessions need an owner: one keypair whose policy limits nothing, so admission (which
+    # now runs in every pass) admits each session at once.
+    owner = (await make_tenancy(store)).owner
     start_seq = await store.stream_last_seq() + 1
     sent: dict[str, float] = {}
     seen: dict[str, float] = {}
@@ -105,7 +109,7 @@ async def measure(settings: NatsSettings, sessions: int, window: int) -> dict[st
     begin = time.perf_counter()
     pending: set[asyncio.Task[object]] = set()
     for _ in range(sessions):
-        command = CreateSession(actor=actor, tenant=SYSTEM_TENANT, spec=spec)
+        command = CreateSession(actor=actor, tenant=SYSTEM_TENANT, spec=spec, owner=owner)
         sent[session_id_for(command.command_id)] = time.perf_counter()
         pending.add(asyncio.create_task(commands.send(command)))
         if len(pending) >= window:

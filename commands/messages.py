@@ -17,6 +17,7 @@ from schemas.principal import Actor, Tenant
 from schemas.session import SessionSpec
 from schemas.strict import unknown_fields
 from schemas.subjects import COMMANDS_PREFIX, AggregateType, command_subject
+from schemas.tenancy import SessionOwner
 
 COMMAND_NAME_HEADER = "Jy-Command"
 
@@ -152,6 +153,9 @@ class CreateSession(Command):
     verb = "create"
 
     spec: SessionSpec
+    owner: SessionOwner | None = None
+    """Whose it is, resolved by the gateway from the authenticated principal. The scheduler
+    refuses a create without one."""
 
 
 class TerminateSession(Command):

@@ -1,6 +1,7 @@
-"""Runs one service's command handlers: reads ``cmd.<aggregate>.*`` from ``JY_COMMANDS`` with a
-durable pull consumer, writes exactly one outcome per command to ``out.<command id>``
-(``JY_OUTCOMES``) and parks poison commands on ``parked.<command id>`` (``JY_PARKED``).
+"""Runs one service's command handlers: reads ``cmd.<aggregate>.*`` (one aggregate type or
+several) from ``JY_COMMANDS`` with a durable pull consumer, writes exactly one outcome per
+command to ``out.<command id>`` (``JY_OUTCOMES``) and parks poison commands on
+``parked.<command id>`` (``JY_PARKED``).
 
 A command is acked only once its outcome is stored, so a crash at any point means a
 redelivery, and a redelivery of a decided command finds its outcome and is skipped.
@@ -111,7 +112,8 @@ class CommandRunner:
     bus: Bus
     handlers: Mapping[type[Command], Handler]
     durable: str
-    aggregate_type: AggregateType
+    # One type, or several served by the same consumer (the gateway's admin module).
+    aggregate_type: AggregateType | tuple[AggregateType, ...]
     store: EventStore | None = None
     clock: Callable[[], datetime] = utc_now
     retry: Retry = field(default_factory=Retry)
@@ -136,7 +138,7 @@ class CommandRunner:
         """Create (or bind) the durable consumer and start working in a background task."""
         config = api.ConsumerConfig(
             durable_name=self.durable,
-            filter_subject=commands_of(self.aggregate_type),
+            **self._filter(),
             ack_policy=api.AckPolicy.EXPLICIT,
             deliver_policy=api.DeliverPolicy.ALL,
             max_deliver=self.retry.max_deliver,
@@ -148,6 +150,18 @@ class CommandRunner:
         psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
         self._subs.append(psub)
         self._task = asyncio.create_task(self._run(psub), name=f"commands:{self.durable}")
+
+    def _filter(self) -> dict[str, Any]:
+        types = self.aggregate_type
+        if isinstance(types, AggregateType):
+            return {"filter_subject": commands_of(types)}
+        if not types:
+            raise ValueError(f"{self.durable}: name at least one aggregate type")
+        subjects = sorted({commands_of(t) for t in types})
+        if len(subjects) == 1:
+            return {"filter_subject": subjects[0]}
+        # Several filters on one consumer (server >= 2.10) keep one durable, one ordering.
+        return {"filter_subjects": subjects}
 
     async def stop(self, grace: float = 30.0) -> None:
         """Finish the batch in hand (its commands are acked or nacked), then stop. After
@@ -233,7 +247,8 @@ class CommandRunner:
             return
         handler = self.handlers.get(type(cmd))
         if handler is None:
-            decision: Decision = Rejected(Code.UNSUPPORTED, f"{self.durable} cannot {cmd.command_name()}")
+            unsupported = f"{self.durable} cannot {cmd.command_name()}"
+            decision: Decision = Rejected(Code.UNSUPPORTED, unsupported)
         else:
             try:
                 decision = await handler(cmd, self.ctx)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.bus import connect, ensure_streams
+from jetyard.bootstrap import AdminCredentials, bootstrap, secrets_key
 from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirLock, stop_orphaned_server
 from schemas.settings import NatsSettings
@@ -58,6 +59,7 @@ class Stack:
     died_at: dict[str, float] = field(default_factory=dict)
     quick_deaths: dict[str, int] = field(default_factory=dict)
     lock: DataDirLock | None = None
+    secrets_key: str = ""
 
     def env(self) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
@@ -72,6 +74,7 @@ class Stack:
                 "JETYARD_PROJECTIONS_DATABASE_URL", f"sqlite+aiosqlite:///{data / 'views.db'}"
             ),
             "JETYARD_GATEWAY_PORT": str(self.options.gateway_port),
+            "JETYARD_GATEWAY_SECRETS_KEY": self.secrets_key,
         }
 
     def start(self) -> None:
@@ -84,6 +87,7 @@ class Stack:
         self.server = NatsServer(
             data_dir=data / "nats", port=self.options.nats_port, token=secrets.token_urlsafe(24)
         ).start()
+        self.secrets_key = secrets_key(data)
         asyncio.run(self._declare())
         # For tools run by hand against this stack (`jetyard log`): `set -a; . nats.env`.
         env_file = data / "nats.env"
@@ -95,6 +99,20 @@ class Stack:
         (data / "run").mkdir(parents=True, exist_ok=True)
         for name in self.options.services:
             self._spawn(name)
+
+    def bootstrap(self) -> AdminCredentials | None:
+        """The first superadmin, on the first start (the gateway decides the commands)."""
+        assert self.server is not None
+        settings = NatsSettings(url=self.server.url, token=self.server.token)
+
+        async def run() -> AdminCredentials | None:
+            bus = await connect(settings, name="jetyard-bootstrap")
+            try:
+                return await bootstrap(bus, self.options.data_dir, self.secrets_key.encode())
+            finally:
+                await bus.close()
+
+        return asyncio.run(run())
 
     def _spawn(self, name: str) -> None:
         data = self.options.data_dir
@@ -164,6 +182,15 @@ def up(options: UpOptions) -> int:
     try:
         stack.start()
         assert stack.server is not None
+        if "gateway" in options.services:
+            admin = stack.bootstrap()
+            if admin is not None:
+                print("First start: a superadmin was created. Shown once; also in")
+                print(f"  {options.data_dir / 'admin.json'} (readable only by you):")
+                print(f"  email       {admin.email}")
+                print(f"  password    {admin.password}")
+                print(f"  access key  {admin.access_key}")
+                print(f"  secret key  {admin.secret_key}")
         print(f"Jetyard is up (data in {options.data_dir})")
         print(f"  GraphQL   http://127.0.0.1:{options.gateway_port}/graphql")
         print(f"  health    http://127.0.0.1:{options.gateway_port}/healthz")

@@ -104,13 +104,17 @@ async def list_sessions(
     after: str | None = None,
     status: SessionStatus | str | Sequence[SessionStatus | str] | None = None,
     domain: str | None = None,
+    user_id: str | None = None,
+    project_id: str | None = None,
     project: str | None = None,
     owner_id: str | None = None,
     with_history: bool = False,
 ) -> SessionPage:
     """Sessions in the order they were requested, ``first`` of them after the ``after``
     cursor. A keyset on the creating event's seq: stable while new sessions arrive, and an
-    index range scan however deep the page."""
+    index range scan however deep the page. Every filter narrows the same keyset, so cursors
+    stay valid under any of them. ``domain``, ``user_id`` and ``project_id`` are the owner's:
+    sessions from before tenancy match none of them."""
     if not 1 <= first <= MAX_PAGE:
         raise ValueError(f"first must be between 1 and {MAX_PAGE}, got {first}")
     t = sessions.tables().sessions
@@ -120,7 +124,14 @@ async def list_sessions(
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
         query = query.where(t.c.status.in_([SessionStatus(s).value for s in wanted]))
-    for column, value in (("domain", domain), ("project", project), ("owner_id", owner_id)):
+    filters = {
+        "domain": domain,
+        "user_id": user_id,
+        "project_id": project_id,
+        "project": project,
+        "owner_id": owner_id,
+    }
+    for column, value in filters.items():
         if value is not None:
             query = query.where(t.c[column] == value)
     async with engine.connect() as conn:

@@ -1,8 +1,12 @@
 """The sessions view: one row per session and its status history with reasons.
 
-Reads ``ev.session.*`` (SessionRequested and every status change). ``apply`` is pure: a row
-and an event in, the new row and the history entry out; ``apply_batch`` loads the rows a batch
-touches in one query and writes the differences back.
+Reads ``ev.session.*`` (SessionRequested, SessionAdmitted and every status change). ``apply``
+is pure: a row and an event in, the new row and the history entry out; ``apply_batch`` loads the
+rows a batch touches in one query and writes the differences back.
+
+Owner columns (access key, user, project, domain) come from ``SessionRequested.owner``, the
+scopes authorisation and quotas use; sessions from before tenancy have none (NULL), so only a
+superadmin's unfiltered listing shows them.
 """
 
 from __future__ import annotations
@@ -13,11 +17,23 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    select,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events.catalogue import CATALOGUE
 from events.domain.session import (
+    SessionAdmitted,
     SessionCancelled,
     SessionCreating,
     SessionFailed,
@@ -35,11 +51,13 @@ from projections.db import UTCDateTime, sync_rows
 from schemas.session import SessionStatus
 
 NAME = "sessions"
-VERSION = 1
+VERSION = 2
+"""v2: owner columns (access key, user, project, domain from the owner), priority, admitted."""
 EVENTS = frozenset(
     cls.event_name
     for cls in (
         SessionRequested,
+        SessionAdmitted,
         SessionPendingReasonChanged,
         SessionScheduled,
         SessionPreparing,
@@ -82,16 +100,25 @@ def tables(suffix: str = "") -> SessionTables:
         Column("kernel_ids", JSON, nullable=False),
         Column("node_ids", JSON, nullable=False),
         Column("exit_code", Integer),
-        Column("domain", String(64), nullable=False),
-        Column("project", String(64)),
-        Column("owner_kind", String(16), nullable=False),
+        Column("project", String(64)),  # the envelope's tenant project
+        Column("owner_kind", String(16), nullable=False),  # who asked: the envelope's actor
         Column("owner_id", String(128), nullable=False),
+        # Whose it is (SessionRequested.owner); NULL for sessions from before tenancy.
+        Column("access_key", String(64)),
+        Column("user_id", String(64)),
+        Column("project_id", String(64)),
+        Column("domain", String(64)),
+        Column("priority", Integer, nullable=False),
+        Column("admitted", Boolean, nullable=False),
         Column("created_at", UTCDateTime, nullable=False),
         Column("updated_at", UTCDateTime, nullable=False),
         Column("last_seq", BigInteger, nullable=False),
     )
     Index(f"ix_{sessions.name}_created", sessions.c.created_seq, unique=True)
     Index(f"ix_{sessions.name}_status", sessions.c.status, sessions.c.created_seq)
+    # A domain admin's and a user's listings: an index range scan however deep the page.
+    Index(f"ix_{sessions.name}_domain", sessions.c.domain, sessions.c.created_seq)
+    Index(f"ix_{sessions.name}_user", sessions.c.user_id, sessions.c.created_seq)
     history = Table(
         f"session_status_history{suffix}",
         md,
@@ -121,10 +148,16 @@ class SessionRecord:
     kernel_ids: tuple[str, ...]
     node_ids: tuple[str, ...]
     exit_code: int | None
-    domain: str
     project: str | None
     owner_kind: str
     owner_id: str
+    access_key: str | None
+    user_id: str | None
+    project_id: str | None
+    domain: str | None
+    priority: int
+    admitted: bool
+    """Slots reserved on every scope (at once for a session from before tenancy)."""
     created_at: datetime
     updated_at: datetime
     last_seq: int
@@ -152,7 +185,7 @@ def apply(
     if isinstance(payload, SessionRequested):
         if row is not None:  # created once, forever: a second creation cannot be real
             return row, None
-        spec, total = payload.spec, payload.spec.total
+        spec, total, owner = payload.spec, payload.spec.total, payload.owner
         row = SessionRecord(
             id=env.aggregate_id,
             created_seq=event.seq,
@@ -169,10 +202,16 @@ def apply(
             kernel_ids=payload.kernel_ids,
             node_ids=(),
             exit_code=None,
-            domain=env.tenant.domain,
             project=env.tenant.project,
             owner_kind=env.actor.kind.value,
             owner_id=env.actor.id,
+            access_key=owner.access_key if owner else None,
+            user_id=owner.user_id if owner else None,
+            project_id=owner.project_id if owner else None,
+            domain=owner.domain if owner else None,
+            priority=spec.priority,
+            # As the aggregate decides: no owner, no scopes to reserve on.
+            admitted=owner is None,
             created_at=env.occurred_at,
             updated_at=env.occurred_at,
             last_seq=event.seq,
@@ -182,6 +221,9 @@ def apply(
         return None, None
     changes: dict[str, Any] = {}
     match payload:
+        case SessionAdmitted(reason=reason):
+            status = SessionStatus.PENDING
+            changes["admitted"] = True
         case SessionPendingReasonChanged(reason=reason):
             status = SessionStatus.PENDING
         case SessionScheduled(placements=placements, reason=reason):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from events.catalogue import Event, event
 from schemas.session import SessionSpec
-from schemas.tenancy import SessionOwner
 from schemas.subjects import AggregateType
+from schemas.tenancy import SessionOwner
 
 SESSION = AggregateType.SESSION
 

@@ -1,4 +1,5 @@
-"""Gateway entry point: connect, open the views, serve GraphQL on uvicorn until stopped."""
+"""Gateway entry point: connect, fold the tenancy directory and quota use, run the admin
+module, open the views, and serve GraphQL on uvicorn until stopped."""
 
 from __future__ import annotations
 
@@ -9,36 +10,84 @@ import logging
 import uvicorn
 
 from commands.bus import CommandBus
-from events.bus import connect, ensure_streams
+from events.bus import Bus, connect, ensure_streams
 from projections.settings import ProjectionSettings
-from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
 from schemas.settings import NatsSettings
+from services.gateway.access import AccessLog
+from services.gateway.admin import AdminModule
+from services.gateway.auth.authenticate import Authenticator
+from services.gateway.auth.logins import LoginStore
+from services.gateway.auth.nonces import NonceStore
+from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault, email_key_of
+from services.gateway.context import Services
 from services.gateway.http import build_app
-from services.gateway.schema import Context
+from services.gateway.quotas import QuotaUse
 from services.gateway.settings import GatewaySettings
 from services.gateway.sqlviews import SqlViews
+from services.gateway.views import Views
 
 log = logging.getLogger(__name__)
 
-# Until tenancy lands, every request acts as this user of the default domain.
-ANONYMOUS = Actor(kind=ActorKind.USER, id="anonymous")
+
+class MissingSecretsKeyError(RuntimeError):
+    pass
 
 
-async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
-    bus = await connect(nats, name="gateway")
-    await ensure_streams(bus)
-    views = await SqlViews.open(ProjectionSettings(), bus)
-    context = Context(
+def secrets_key_of(settings: GatewaySettings) -> bytes:
+    if not settings.secrets_key:
+        raise MissingSecretsKeyError(
+            "JETYARD_GATEWAY_SECRETS_KEY is not set: it seals secret keys and personal data. "
+            "Make one with `python -c 'from cryptography.fernet import Fernet; "
+            "print(Fernet.generate_key().decode())'` and keep it safe (`jetyard up` does this)"
+        )
+    return settings.secrets_key.encode()
+
+
+async def open_services(
+    bus: Bus, settings: GatewaySettings, views: Views
+) -> tuple[Services, AdminModule, QuotaUse]:
+    """Everything a request needs, started (the admin module takes admin commands from now)."""
+    key = secrets_key_of(settings)
+    admin = AdminModule(bus)
+    await admin.start()
+    quotas = QuotaUse(bus)
+    await quotas.start()
+    vault = SecretVault(bus, key)
+    passwords = PasswordStore(bus)
+    authenticator = Authenticator(
+        vault,
+        NonceStore(bus),
+        LoginStore(bus, bus.settings.login_ttl_s),
+        passwords,
+        admin.directory,
+        bus.settings.signature_window_s,
+    )
+    services = Services(
         views=views,
         commands=CommandBus(bus),
         bus=bus,
         settings=settings,
-        actor=ANONYMOUS,
-        tenant=SYSTEM_TENANT,
+        directory=admin.directory,
+        vault=vault,
+        people=PeopleVault(bus, key),
+        passwords=passwords,
+        authenticator=authenticator,
+        access=AccessLog(bus),
+        quotas=quotas,
+        email_key=email_key_of(key),
     )
+    return services, admin, quotas
+
+
+async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
+    secrets_key_of(settings)  # fail before connecting to anything
+    bus = await connect(nats, name="gateway")
+    await ensure_streams(bus)
+    views = await SqlViews.open(ProjectionSettings(), bus)
+    services, admin, quotas = await open_services(bus, settings, views)
     server = uvicorn.Server(
         uvicorn.Config(
-            build_app(context),
+            build_app(services),
             host=settings.host,
             port=settings.port,
             lifespan="off",
@@ -55,5 +104,7 @@ async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event
         stopping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
+        await admin.stop()
+        await quotas.stop()
         await views.close()
         await bus.close()

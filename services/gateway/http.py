@@ -1,8 +1,15 @@
-"""The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions)
-at ``/graphql`` with GraphiQL, and ``/healthz`` (200 only when the views have caught up)."""
+"""The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions) at
+``/graphql`` and ``/healthz`` (200 only when the views have caught up).
+
+Every HTTP request is authenticated before GraphQL sees it (a keypair signature or a login
+token; none at all reaches only ``login``), rate limited per keypair or user, and recorded in
+the access log with its outcome. WebSockets authenticate in ``connection_init``.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -11,49 +18,243 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
+from commands.authorisation import Principal
 from events.store import EventStore
-from services.gateway.schema import Context, schema
+from services.gateway.access import AccessRecord, now
+from services.gateway.auth.authenticate import AuthError, signed_target
+from services.gateway.auth.ratelimit import RateLimiter
+from services.gateway.context import Context, Services
+from services.gateway.schema import schema
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PRINCIPAL_KEY = "jetyard.principal"
+BEARER_KEY = "jetyard.bearer"
 
 
 class JetyardGraphQL(GraphQL[Context, None]):
-    def __init__(self, context: Context) -> None:
+    def __init__(self, services: Services) -> None:
         super().__init__(
             schema,
-            graphql_ide="graphiql" if context.settings.graphiql else None,
+            graphql_ide="graphiql" if services.settings.graphiql else None,
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
         )
-        self._context = context
+        self.services = services
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None = None
     ) -> Context:
-        return self._context
+        client = request.client
+        return Context(
+            services=self.services,
+            principal=request.scope.get(PRINCIPAL_KEY),
+            bearer=request.scope.get(BEARER_KEY),
+            source=f"{client.host}:{client.port}" if client else "-",
+        )
+
+    async def on_ws_connect(self, context: Context) -> None:
+        """``connection_init`` carries the same headers an HTTP request would (a signature
+        over ``GET /graphql`` with an empty body, or ``Authorization: Bearer``)."""
+        params = context.connection_params or {}
+        headers = {str(k).lower(): str(v) for k, v in params.items()}
+        services = self.services
+        operation = "ws /graphql connection_init"
+        try:
+            principal = await services.authenticator.authenticate(
+                "GET", "/graphql", headers, b"", headers.get("host", "")
+            )
+        except AuthError as exc:
+            await _record(services, None, context.source, operation, f"unauthenticated: {exc.code}")
+            raise ConnectionRejectionError({"code": exc.code, "message": exc.message}) from None
+        context.principal = principal
+        await _record(services, principal, context.source, operation, "ok")
 
 
-async def health(context: Context, store: EventStore) -> tuple[bool, dict[str, Any]]:
+class Authenticated:
+    """ASGI middleware in front of GraphQL over HTTP: authenticate, rate limit, log."""
+
+    def __init__(self, app: ASGIApp, services: Services, limiter: RateLimiter) -> None:
+        self.app = app
+        self.services = services
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path = signed_target(scope)
+        client = scope.get("client")
+        source = f"{client[0]}:{client[1]}" if client else "-"
+        operation = f"{scope['method']} {scope['path']} {_operation_of(body)}".rstrip()
+        services = self.services
+        principal: Principal | None = None
+        if "authorization" in headers:
+            try:
+                principal = await services.authenticator.authenticate(
+                    scope["method"], path, headers, body, headers.get("host", "")
+                )
+            except AuthError as exc:
+                await _record(services, None, source, operation, f"unauthenticated: {exc.code}")
+                await _problem(send, 401, exc.code, exc.message, {})
+                return
+        key = (
+            (principal.access_key or principal.user_id)
+            if principal
+            else f"anon:{source.split(':')[0]}"
+        )
+        limit = self._limit_of(principal)
+        verdict = self.limiter.take(key, limit)
+        limit_headers = {k.lower(): v for k, v in verdict.headers().items()}
+        if not verdict.allowed:
+            await _record(services, principal, source, operation, "denied: rate limit")
+            message = (
+                f"more than {verdict.limit} requests a minute: try again in {verdict.reset_s}s"
+            )
+            await _problem(send, 429, "rate-limited", message, limit_headers)
+            return
+        scope = dict(scope)
+        scope[PRINCIPAL_KEY] = principal
+        if principal is not None and headers.get("authorization", "").startswith("Bearer "):
+            scope[BEARER_KEY] = headers["authorization"][len("Bearer ") :].strip()
+        status: list[int] = []
+        sent_body: list[bytes] = []
+
+        async def replay() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send_with_limits(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+                message = dict(message)
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.encode(), v.encode()) for k, v in limit_headers.items()),
+                ]
+            elif message["type"] == "http.response.body":
+                sent_body.append(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, replay, send_with_limits)
+        outcome = _outcome_of(status[0] if status else 500, b"".join(sent_body))
+        await _record(services, principal, source, operation, outcome)
+
+    def _limit_of(self, principal: Principal | None) -> int:
+        settings = self.services.settings
+        if principal is None:
+            return settings.anonymous_rate_limit
+        if principal.access_key is not None:
+            keypair = self.services.directory.keypairs.get(principal.access_key)
+            if keypair is not None and keypair.rate_limit is not None:
+                return int(keypair.rate_limit)
+        return settings.rate_limit
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _operation_of(body: bytes) -> str:
+    """The GraphQL operation name, or the first field asked for, for the access log."""
+    try:
+        data = json.loads(body) if body else {}
+    except ValueError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    name = data.get("operationName")
+    if isinstance(name, str) and name:
+        return name
+    query = data.get("query")
+    if not isinstance(query, str):
+        return ""
+    words = query.replace("{", " { ").replace("(", " ( ").split()
+    # "mutation { createSession (" / "{ sessions {" -> the first field after the first brace
+    if "{" in words:
+        rest = words[words.index("{") + 1 :]
+        return rest[0] if rest else ""
+    return ""
+
+
+def _outcome_of(status: int, body: bytes) -> str:
+    if status >= 400:
+        return f"error: http {status}"
+    try:
+        errors = json.loads(body).get("errors") if body else None
+    except (ValueError, AttributeError):
+        errors = None
+    if errors:
+        codes = sorted({str((e.get("extensions") or {}).get("code", "error")) for e in errors})
+        return f"refused: {', '.join(codes)}"
+    return "ok"
+
+
+async def _record(
+    services: Services, principal: Principal | None, source: str, operation: str, outcome: str
+) -> None:
+    await services.access.record(
+        AccessRecord(
+            at=now(),
+            domain=principal.domain if principal else None,
+            user_id=principal.user_id if principal else None,
+            access_key=principal.access_key if principal else None,
+            role=principal.role.value if principal else None,
+            source=source,
+            operation=operation[:256],
+            outcome=outcome[:512],
+        )
+    )
+
+
+async def _problem(
+    send: Send, status: int, code: str, message: str, headers: dict[str, str]
+) -> None:
+    body = json.dumps({"errors": [{"message": message, "extensions": {"code": code}}]}).encode()
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    raw_headers += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def health(services: Services, store: EventStore) -> tuple[bool, dict[str, Any]]:
     """Caught up = the views hold every event the log had when we asked."""
     try:
         log_end = await store.stream_last_seq()
-        views = await context.views.position()
+        views = await services.views.position()
     except Exception as exc:
         return False, {"ok": False, "error": repr(exc)}
-    ok = views >= log_end and context.bus.nc.is_connected
+    ok = views >= log_end and services.bus.nc.is_connected
     return ok, {"ok": ok, "log_end": log_end, "views_position": views}
 
 
-def build_app(context: Context) -> Starlette:
-    graphql = JetyardGraphQL(context)
-    store = EventStore(context.bus)
+def build_app(services: Services) -> Starlette:
+    graphql = JetyardGraphQL(services)
+    store = EventStore(services.bus)
+    limiter = RateLimiter()
 
     async def healthz(_: Request) -> JSONResponse:
-        ok, body = await health(context, store)
+        ok, body = await health(services, store)
         return JSONResponse(body, status_code=200 if ok else 503)
 
     return Starlette(
         routes=[
-            Route("/graphql", graphql, methods=["GET", "POST"]),
+            Route("/graphql", Authenticated(graphql, services, limiter), methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
         ]

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from commands.messages import CreateSession, explain
 from schemas.principal import Actor, Tenant
+from schemas.tenancy import SessionOwner
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _MEMORY = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -41,7 +42,12 @@ def parse_amount(what: str, text: str) -> Decimal:
 
 
 def create_session_command(
-    raw: dict[str, Any], *, actor: Actor, tenant: Tenant, command_id: str | None
+    raw: dict[str, Any],
+    *,
+    actor: Actor,
+    tenant: Tenant,
+    command_id: str | None,
+    owner: SessionOwner | None = None,
 ) -> CreateSession:
     """Build the command from GraphQL input; raises InputError with a readable reason."""
     resources = {
@@ -62,7 +68,9 @@ def create_session_command(
         "name": raw.get("name"),
         "resource_group": raw.get("resource_group") or "default",
     }
-    data: dict[str, Any] = {"actor": actor, "tenant": tenant, "spec": spec}
+    if raw.get("priority") is not None:
+        spec["priority"] = raw["priority"]
+    data: dict[str, Any] = {"actor": actor, "tenant": tenant, "spec": spec, "owner": owner}
     if command_id is not None:
         data["command_id"] = command_id
     try:

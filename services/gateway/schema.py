@@ -1,5 +1,7 @@
 """The GraphQL schema: queries over projections, mutations that send commands and return their
-outcomes, and a subscription that streams one session's status changes from JetStream.
+outcomes, and a subscription that streams one session's status changes from JetStream. Every
+resolver authorises its caller (``commands/authorisation.py``); the admin and account parts
+live in their own modules and are merged here.
 
 Reads: the views (SQL), ``out.<command id>``, ``ev.session.<id>`` (through a JetStream consumer,
 never a core subscription). Writes: ``cmd.session.*``.
@@ -8,24 +10,34 @@ never a core subscription). Writes: ``cmd.session.*``.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Any
 
 import strawberry
 from graphql import GraphQLError
+from strawberry.tools import merge_types
 from strawberry.types import Info
 
-from commands.bus import CommandBus
+from commands.authorisation import (
+    Principal,
+    can_act_on_session,
+    can_create_session,
+    can_read_session,
+)
 from commands.messages import TerminateSession
 from commands.outcome import Outcome
-from events.bus import Bus
+from events.store import EventStore
+from events.writes import AggregateRef
 from schemas.ids import check_token, session_id_for
-from schemas.principal import Actor, Tenant
 from schemas.session import SessionType
+from schemas.subjects import AggregateType
+from schemas.tenancy import Role, SessionOwner, project_id_for
+from services.gateway.account_schema import AccountMutation, AccountQuery
+from services.gateway.admin_schema import AdminMutation, AdminQuery
+from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.feed import session_status_changes
 from services.gateway.inputs import InputError, create_session_command
+from services.gateway.limits import limits
 from services.gateway.logs import read_logs
-from services.gateway.settings import GatewaySettings
 from services.gateway.types import (
     CommandOutcome,
     Node,
@@ -36,24 +48,29 @@ from services.gateway.types import (
     SessionEdge,
     StatusChange,
 )
-from services.gateway.views import Views
+from services.gateway.views import SessionRow
 
 MAX_PAGE = 500
 
 
-@dataclass
-class Context:
-    views: Views
-    commands: CommandBus
-    bus: Bus
-    settings: GatewaySettings
-    # Authentication comes with tenancy; until then every request acts as this principal.
-    actor: Actor
-    tenant: Tenant
+def _owner_of(row: SessionRow) -> SessionOwner | None:
+    if row.access_key is None or row.user_id is None or row.domain is None:
+        return None
+    return SessionOwner(
+        access_key=row.access_key,
+        user_id=row.user_id,
+        project_id=row.project_id or "",
+        domain=row.domain,
+    )
 
 
-def _ctx(info: Info[Context, Any]) -> Context:
-    return info.context
+async def _visible_session(info: Info[Context, Any], session_id: str) -> SessionRow | None:
+    """The session if the caller may read it; another tenant's looks like no session."""
+    principal = who(info)
+    row = await ctx_of(info).views.session(session_id)
+    if row is None or not can_read_session(principal, _owner_of(row)):
+        return None
+    return row
 
 
 @strawberry.input
@@ -73,6 +90,10 @@ class CreateSessionInput:
     env: list[EnvVar] | None = None
     name: str | None = None
     resource_group: str | None = None
+    project: str | None = strawberry.field(
+        default=None, description="project name in your domain; optional if you have one"
+    )
+    priority: int | None = strawberry.field(default=None, description="0-100, default 10")
     client_command_id: str | None = strawberry.field(
         default=None, description="idempotency key: the same id never creates a second session"
     )
@@ -110,7 +131,7 @@ async def _read_your_writes(ctx: Context, outcome: Outcome | None) -> None:
 
 
 @strawberry.type
-class Query:
+class SessionQuery:
     @strawberry.field(description="Sessions, oldest first (Relay cursor pagination).")
     async def sessions(
         self,
@@ -119,9 +140,15 @@ class Query:
         after: str | None = None,
         status: str | None = None,
     ) -> SessionConnection:
+        principal = who(info)
         if not 1 <= first <= MAX_PAGE:
             raise GraphQLError(f"first must be between 1 and {MAX_PAGE}, got {first}")
-        page = await _ctx(info).views.sessions(first=first, after=after, status=status)
+        # The filter is the authorisation: a user's page never holds anyone else's rows.
+        domain = None if principal.is_superadmin else principal.domain
+        user_id = principal.user_id if principal.role is Role.USER else None
+        page = await ctx_of(info).views.sessions(
+            first=first, after=after, status=status, domain=domain, user_id=user_id
+        )
         edges = [
             SessionEdge(cursor=c, node=Session.of(r))
             for r, c in zip(page.rows, page.cursors, strict=True)
@@ -133,14 +160,14 @@ class Query:
 
     @strawberry.field
     async def session(self, info: Info[Context, Any], id: strawberry.ID) -> Session | None:
-        row = await _ctx(info).views.session(str(id))
+        row = await _visible_session(info, str(id))
         return None if row is None else Session.of(row)
 
     @strawberry.field(description="A session's kernel output (stdout and stderr, interleaved).")
     async def session_logs(self, info: Info[Context, Any], id: strawberry.ID) -> str | None:
-        ctx = _ctx(info)
-        row = await ctx.views.session(str(id))
-        if row is None:
+        ctx = ctx_of(info)
+        row = await _visible_session(info, str(id))
+        if row is None or not can_act_on_session(who(info), _owner_of(row)):
             return None
         parts = [await read_logs(ctx.bus, kernel_id) for kernel_id in row.kernel_ids]
         found = [p for p in parts if p is not None]
@@ -148,7 +175,10 @@ class Query:
 
     @strawberry.field
     async def nodes(self, info: Info[Context, Any]) -> list[Node]:
-        return [Node.of(row) for row in await _ctx(info).views.nodes()]
+        principal = who(info)
+        if principal.role is Role.USER:
+            raise forbidden(info, "only administrators and monitors may list nodes")
+        return [Node.of(row) for row in await ctx_of(info).views.nodes()]
 
     @strawberry.field(description="The outcome of a command sent earlier, if decided.")
     async def command_outcome(
@@ -156,7 +186,8 @@ class Query:
         info: Info[Context, Any],
         id: strawberry.ID,
     ) -> CommandOutcome | None:
-        outcome = await _ctx(info).commands.outcome(check_token(str(id), "command id"))
+        who(info)
+        outcome = await ctx_of(info).commands.outcome(check_token(str(id), "command id"))
         if outcome is None:
             return None
         session = outcome.aggregate_ids[0] if outcome.aggregate_ids else None
@@ -173,14 +204,20 @@ class Query:
 
 
 @strawberry.type
-class Mutation:
+class SessionMutation:
     @strawberry.mutation(description="Ask for a compute session; waits a bounded time.")
     async def create_session(
         self,
         info: Info[Context, Any],
         input: CreateSessionInput,
     ) -> CommandOutcome:
-        ctx = _ctx(info)
+        ctx = ctx_of(info)
+        principal = who(info)
+        if principal.role is Role.MONITOR:
+            raise forbidden(info, "monitors cannot create sessions")
+        project_id = _project_of(ctx, principal, input.project)
+        if not can_create_session(principal, project_id):
+            raise forbidden(info, "you are not a member of that project")
         if input.type not in {t.value for t in SessionType}:
             raise GraphQLError(f"type must be interactive or batch, got {input.type!r}")
         raw = {
@@ -193,10 +230,15 @@ class Mutation:
             "env": {e.name: e.value for e in input.env or []},
             "name": input.name,
             "resource_group": input.resource_group,
+            "priority": input.priority,
         }
         try:
             command = create_session_command(
-                raw, actor=ctx.actor, tenant=ctx.tenant, command_id=input.client_command_id
+                raw,
+                actor=principal.actor,
+                tenant=principal.tenant(project_id),
+                command_id=input.client_command_id,
+                owner=ctx.directory.owner(principal, project_id),
             )
         except InputError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
@@ -211,10 +253,17 @@ class Mutation:
         id: strawberry.ID,
         reason: str = "user request",
     ) -> CommandOutcome:
-        ctx = _ctx(info)
+        ctx = ctx_of(info)
+        principal = who(info)
+        row = await _visible_session(info, check_token(str(id), "session id"))
+        if row is None or not can_act_on_session(principal, _owner_of(row)):
+            raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         try:
             command = TerminateSession(
-                actor=ctx.actor, tenant=ctx.tenant, session_id=str(id), reason=reason
+                actor=principal.actor,
+                tenant=principal.tenant(row.project_id),
+                session_id=str(id),
+                reason=reason,
             )
         except ValueError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
@@ -234,8 +283,52 @@ class Subscription:
         id: strawberry.ID,
     ) -> AsyncGenerator[StatusChange, None]:
         session_id = check_token(str(id), "session id")
-        async for change in session_status_changes(_ctx(info).bus, session_id):
+        ctx = ctx_of(info)
+        # From the log, not the view: a session created a moment ago may not be there yet.
+        if not can_read_session(who(info), await _owner_on_log(ctx, session_id)):
+            raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
+        async for change in session_status_changes(ctx.bus, session_id):
+            # A principal whose keypair or account was deactivated meanwhile gets no more.
+            principal = ctx.principal
+            if principal is None or ctx.directory.principal(principal.actor) is None:
+                raise GraphQLError("your credentials are no longer valid")
             yield StatusChange.of(change)
 
 
-schema = strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription)
+async def _owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:
+    """The owner its first event names; raises "no session" if there is no first event."""
+    history = await EventStore(ctx.bus).read(AggregateRef(AggregateType.SESSION, session_id))
+    if not history.events:
+        raise GraphQLError(f"there is no session {session_id}", extensions={"code": "not-found"})
+    requested = history.events[0].envelope.payload.get("owner")
+    return None if requested is None else SessionOwner.model_validate(requested)
+
+
+def _project_of(ctx: Context, principal: Principal, name: str | None) -> str:
+    """The project a new session is charged to: the one named (in the caller's domain), or
+    the caller's only project."""
+    if name is not None:
+        project_id = project_id_for(principal.domain, name)
+        if project_id not in ctx.directory.projects:
+            raise GraphQLError(
+                f"there is no project {name!r} in domain {principal.domain}",
+                extensions={"code": "not-found"},
+            )
+        return project_id
+    if len(principal.projects) == 1:
+        return next(iter(principal.projects))
+    have = sorted(
+        ctx.directory.projects[p].name for p in principal.projects if p in ctx.directory.projects
+    )
+    raise GraphQLError(
+        "say which project the session is for (input.project): "
+        + (f"you are in {', '.join(have)}" if have else "you are in no project yet"),
+        extensions={"code": "invalid"},
+    )
+
+
+Query = merge_types("Query", (SessionQuery, AdminQuery, AccountQuery))
+Mutation = merge_types("Mutation", (SessionMutation, AdminMutation, AccountMutation))
+schema = strawberry.Schema(
+    query=Query, mutation=Mutation, subscription=Subscription, extensions=limits()
+)

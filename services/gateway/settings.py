@@ -18,3 +18,11 @@ class GatewaySettings(BaseSettings):
         default=2.0, ge=0, description="how long a mutation waits for the views to catch up"
     )
     graphiql: bool = True
+    secrets_key: str | None = Field(
+        default=None,
+        description="Fernet key sealing secret keys and personal data (`jetyard up` makes one)",
+    )
+    rate_limit: int = Field(default=600, ge=1, description="requests a minute per keypair/user")
+    anonymous_rate_limit: int = Field(
+        default=30, ge=1, description="requests a minute per address without credentials"
+    )

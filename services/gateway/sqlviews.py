@@ -32,6 +32,12 @@ def _session(view: queries.SessionView) -> SessionRow:
         created_at=r.created_at,
         updated_at=r.updated_at,
         history=[StatusChangeRow(h.seq, h.status.value, h.reason, h.at) for h in view.history],
+        access_key=r.access_key,
+        user_id=r.user_id,
+        project_id=r.project_id,
+        domain=r.domain,
+        priority=r.priority,
+        admitted=r.admitted,
     )
 
 
@@ -47,9 +53,23 @@ class SqlViews:
         await create_tables(engine)
         return cls(engine)
 
-    async def sessions(self, *, first: int, after: str | None, status: str | None) -> SessionPage:
+    async def sessions(
+        self,
+        *,
+        first: int,
+        after: str | None,
+        status: str | None,
+        domain: str | None = None,
+        user_id: str | None = None,
+    ) -> SessionPage:
         page = await queries.list_sessions(
-            self._engine, first=first, after=after, status=status, with_history=True
+            self._engine,
+            first=first,
+            after=after,
+            status=status,
+            domain=domain,
+            user_id=user_id,
+            with_history=True,
         )
         return SessionPage([_session(v) for v in page.rows], page.cursors, page.has_next)
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from schemas.tenancy import SESSION_PRIORITY_DEFAULT
+
 
 @dataclass(frozen=True, slots=True)
 class StatusChangeRow:
@@ -34,6 +36,14 @@ class SessionRow:
     created_at: datetime
     updated_at: datetime
     history: list[StatusChangeRow]
+    # Whose it is (None for sessions from before tenancy: only superadmins see those).
+    access_key: str | None = None
+    user_id: str | None = None
+    project_id: str | None = None
+    domain: str | None = None
+    priority: int = SESSION_PRIORITY_DEFAULT
+    admitted: bool = True
+    """Slots reserved on every quota scope; a PENDING session that is not waits for admission."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +71,17 @@ class SessionPage:
 
 class Views(Protocol):
     async def sessions(
-        self, *, first: int, after: str | None, status: str | None
-    ) -> SessionPage: ...
+        self,
+        *,
+        first: int,
+        after: str | None,
+        status: str | None,
+        domain: str | None = None,
+        user_id: str | None = None,
+    ) -> SessionPage:
+        """A page in request order; ``domain`` and ``user_id`` narrow it to the owner's (the
+        resolvers pass them by the caller's role). Cursors stay valid under any filter."""
+        ...
 
     async def session(self, session_id: str) -> SessionRow | None: ...
 

@@ -1,7 +1,9 @@
 """The scheduler service: folds the log, answers session commands and runs decision passes.
 
-Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*`` (one ordered tail) and ``cmd.session.*``
-(durable consumer). Writes ``ev.session.<id>``, ``ev.node.<id>`` and ``out.<command id>``.
+Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*``, ``ev.quota.*`` and the tenancy subjects
+(one ordered tail) and ``cmd.session.*`` (durable consumer). Writes ``ev.session.<id>``,
+``ev.node.<id>``, ``ev.quota.<id>``, ``out.<command id>`` and admission leases in
+``jy-leases`` (``admit.<domain>``).
 
 Nothing is decided before the fold has caught up with the log's end as read at start. Passes
 are event-driven: the fold wakes them when something could change a decision (a session
@@ -17,11 +19,14 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.fold import Fold
+from events.leases import Lease
 from events.store import EventStore
+from schemas.ids import new_id
 from schemas.subjects import AggregateType, events_of
 from services.scheduler.handlers import SessionCommands
 from services.scheduler.passes import run_pass
@@ -30,7 +35,13 @@ from services.scheduler.state import SchedulerState
 
 log = logging.getLogger(__name__)
 
-FOLDED = (AggregateType.SESSION, AggregateType.NODE, AggregateType.AGENT)
+FOLDED = (
+    AggregateType.SESSION,
+    AggregateType.NODE,
+    AggregateType.AGENT,
+    AggregateType.QUOTA,
+    *TENANCY_TYPES,
+)
 SYNC_TIMEOUT_S = 10.0
 STOP_GRACE_S = 10.0
 
@@ -56,10 +67,15 @@ class Scheduler:
             },
             durable=settings.durable,
             aggregate_type=AggregateType.SESSION,
-            store=self.store,
+            # Its own store: commands' writes are counted apart from the passes'.
+            store=EventStore(bus),
             clock=clock,
             fetch_timeout=settings.command_fetch_timeout_s,
         )
+        self._bus = bus
+        self.holder = f"{settings.durable}-{new_id()[:8]}"
+        self.leases: dict[str, Lease] = {}
+        """Domain -> its admission lease (``admit.<domain>``), once this replica wanted it."""
         self.passes = 0
         """Passes that ran (with or without writing): for tests and metrics."""
         self._stopping = False
@@ -97,6 +113,8 @@ class Scheduler:
                 self._decider.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._decider
+        for lease in self.leases.values():
+            await lease.release()
         if self._follower is not None:
             self._follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -160,9 +178,12 @@ class Scheduler:
             self._wake.clear()
             self._deciding = True
             try:
+                held = await self._hold_leases() if settings.leases else None
                 await run_pass(
                     self.state, self.fold, self.store, self._clock,
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
+                    may_admit=(lambda domain: True) if held is None else held.__contains__,
+                    writing=self.commands.writing,
                 )  # fmt: skip
             except Exception:
                 log.exception("decision pass failed; trying again in %ss", settings.retry_after_s)
@@ -171,3 +192,22 @@ class Scheduler:
             finally:
                 self._deciding = False
             self.passes += 1
+
+    async def _hold_leases(self) -> set[str]:
+        """The domains with admission work whose lease this replica holds (taken or renewed
+        now when it runs low). Where another replica holds one, try again once it could have
+        expired: a replica that died must not leave its domains unadmitted."""
+        held: set[str] = set()
+        missed = False
+        ttl = self.settings.lease_ttl_s
+        for domain in sorted(self.state.admission_domains()):
+            lease = self.leases.get(domain)
+            if lease is None:
+                lease = self.leases[domain] = Lease(self._bus, f"admit.{domain}", self.holder, ttl)
+            if (lease.held and lease.remaining_s > ttl / 2) or await lease.acquire():
+                held.add(domain)
+            else:
+                missed = True
+        if missed:
+            asyncio.get_running_loop().call_later(ttl / 2, self._wake.set)
+        return held

@@ -39,3 +39,12 @@ class SchedulerSettings(BaseSettings):
         default=1.0, gt=0, description="longest wait of one read of the log's tail"
     )
     command_fetch_timeout_s: float = Field(default=1.0, gt=0)
+    leases: bool = Field(
+        default=True,
+        description="admit a domain's sessions only while holding its lease in jy-leases, so "
+        "one replica admits each domain (False: every replica admits everything, and the "
+        "quota aggregates' optimistic concurrency is the only fence)",
+    )
+    lease_ttl_s: float = Field(
+        default=10.0, gt=0, description="how long an admission lease lasts unless renewed"
+    )

@@ -1,6 +1,8 @@
-"""The scheduler's view of the cluster, folded from ``ev.session.*``, ``ev.node.*`` and
-``ev.agent.*``: sessions and node ledgers (the aggregates it alone writes), what each agent
-reports, the waiting sessions per resource group, and the work a decision pass must look at.
+"""The scheduler's view of the cluster, folded from ``ev.session.*``, ``ev.node.*``,
+``ev.agent.*``, ``ev.quota.*`` and the tenancy subjects: sessions, node ledgers and quota
+scopes (the aggregates it alone writes), what each agent reports, the tenancy directory, the
+sessions waiting for admission per domain and for placement per resource group, and the work
+a decision pass must look at.
 
 Pure: ``evolve`` does no I/O and reads no clock. It only records what changed and calls
 ``wake`` when a decision pass could now decide something new.
@@ -13,7 +15,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from commands.directory import TENANCY_TYPES, Directory
 from commands.node import Node
+from commands.quota import Quota
 from commands.session import Session
 from events.catalogue import CATALOGUE
 from events.domain.agent import (
@@ -103,7 +107,16 @@ class SchedulerState(FoldedState):
         self.nodes: dict[str, Node] = {}
         self.agents: dict[str, AgentInfo] = {}
         self.waiting: dict[str, dict[str, None]] = {}
-        """Resource group -> ids of its PENDING sessions, in request order (an ordered set)."""
+        """Resource group -> ids of its admitted PENDING sessions, in request order (an
+        ordered set): what placement looks at."""
+        self.unadmitted: dict[str, dict[str, None]] = {}
+        """Domain -> ids of its PENDING sessions not yet admitted, in request order."""
+        self.directory = Directory()
+        self.quotas: dict[str, Quota] = {}
+        self.holdings: dict[str, set[str]] = {}
+        """Session id -> ids of the quota scopes that queue or reserve it."""
+        self.releasable: dict[str, None] = {}
+        """Ended sessions some quota scope still holds: a pass releases them."""
         self.broken: set[str] = set()
         """Subjects whose events this code cannot fold; never decided on (and said loudly)."""
         self._images: dict[str, set[str]] = {}
@@ -145,6 +158,13 @@ class SchedulerState(FoldedState):
                 self._evolve_node(envelope)
             elif kind is AggregateType.AGENT:
                 self._evolve_agent(envelope)
+            elif kind is AggregateType.QUOTA:
+                self._evolve_quota(envelope)
+            elif kind in TENANCY_TYPES:
+                self.directory.evolve(event)
+                # A policy, a keypair or a scope changed: admission may decide otherwise.
+                if any(self.unadmitted.values()) or any(self.waiting.values()):
+                    self._wake()
         except Exception as exc:
             # One unreadable aggregate (written by newer code, or not by Jetyard) must not
             # stop scheduling for every other one; it is left alone and said loudly.
@@ -163,13 +183,72 @@ class SchedulerState(FoldedState):
             tracked.session.evolve([envelope])
         tracked.last_event_id = envelope.event_id
         session = tracked.session
-        queue = self.waiting.setdefault(session.spec.resource_group, {})
-        if session.status is SessionStatus.PENDING:
-            if session.id not in queue:
-                queue[session.id] = None
+        pending = session.status is SessionStatus.PENDING
+        self._queue(
+            self.waiting, session.spec.resource_group, session.id, pending and session.admitted
+        )
+        if session.owner is not None:
+            self._queue(
+                self.unadmitted, session.owner.domain, session.id, pending and not session.admitted
+            )
+        if session.status.is_terminal and session.id in self.holdings:
+            self.releasable[session.id] = None
+            self._wake()
+
+    def _queue(self, queues: dict[str, dict[str, None]], key: str, sid: str, inside: bool) -> None:
+        queue = queues.setdefault(key, {})
+        if inside:
+            if sid not in queue:
+                queue[sid] = None
                 self._wake()
         else:
-            queue.pop(session.id, None)
+            queue.pop(sid, None)
+
+    def _evolve_quota(self, envelope: Envelope) -> None:
+        quota = self.quotas.get(envelope.aggregate_id)
+        if quota is None:
+            created = Quota.rehydrate([envelope])
+            assert created is not None
+            self.quotas[created.id] = quota = created
+        else:
+            quota.evolve([envelope])
+        session_id = envelope.payload.get("session_id")
+        if not isinstance(session_id, str):
+            return
+        holders = self.holdings.setdefault(session_id, set())
+        if session_id in quota.queued or session_id in quota.reserved:
+            holders.add(quota.id)
+            tracked = self.sessions.get(session_id)
+            if tracked is not None and tracked.session.status.is_terminal:
+                self.releasable[session_id] = None
+                self._wake()
+            return
+        holders.discard(quota.id)
+        if not holders:
+            del self.holdings[session_id]
+            self.releasable.pop(session_id, None)
+        self._wake()  # room was freed (by another replica, or ours before a restart)
+
+    # ---- admission -------------------------------------------------------------------------
+
+    def admission_domains(self) -> set[str]:
+        """Domains with admission work: sessions to admit, reservations to release, or
+        waiting sessions whose keypair was deactivated."""
+        found = {domain for domain, queue in self.unadmitted.items() if queue}
+        for session_id in self.releasable:
+            tracked = self.sessions.get(session_id)
+            if tracked is not None and tracked.session.owner is not None:
+                found.add(tracked.session.owner.domain)
+        for queue in self.waiting.values():
+            for session_id in queue:
+                owner = self.sessions[session_id].session.owner
+                if owner is not None and not self.keypair_active(owner.access_key):
+                    found.add(owner.domain)
+        return found
+
+    def keypair_active(self, access_key: str) -> bool:
+        keypair = self.directory.keypairs.get(access_key)
+        return keypair is None or keypair.active
 
     def _evolve_node(self, envelope: Envelope) -> None:
         node = self.nodes.get(envelope.aggregate_id)
@@ -222,10 +301,12 @@ class SchedulerState(FoldedState):
         if envelope.aggregate_type is AggregateType.SESSION:
             tracked = self.sessions.pop(envelope.aggregate_id, None)
             if tracked is not None:
-                for queue in self.waiting.values():
+                for queue in [*self.waiting.values(), *self.unadmitted.values()]:
                     queue.pop(envelope.aggregate_id, None)
         elif envelope.aggregate_type is AggregateType.NODE:
             self.nodes.pop(envelope.aggregate_id, None)
+        elif envelope.aggregate_type is AggregateType.QUOTA:
+            self.quotas.pop(envelope.aggregate_id, None)
 
     def _wake(self) -> None:
         if not self.quiet:

@@ -1,5 +1,6 @@
 """One decision's scratch space: working copies of the aggregates it changes, and the guarded
-group commits that store what it decided on ``ev.session.<id>`` and ``ev.node.<id>``.
+group commits that store what it decided on ``ev.session.<id>``, ``ev.node.<id>`` and
+``ev.quota.<id>``.
 
 The folded state changes only through stored events (``Fold.record_own`` after the ack, or the
 tail), never through a decision in progress: a decision that fails to commit leaves no trace.
@@ -9,16 +10,19 @@ from __future__ import annotations
 
 import copy
 import logging
+from datetime import datetime
 from typing import TypeVar
 
 from commands.aggregate import Aggregate
 from commands.node import Node
+from commands.quota import Quota
 from commands.session import Session
 from events.envelope import Cause, Envelope
 from events.fold import Fold
 from events.store import EventStore
 from events.writes import MAX_BATCH_MESSAGES, AggregateRef, Committed, Write
 from schemas.subjects import AggregateType
+from schemas.tenancy import ScopeKind, quota_id_for
 from services.scheduler.state import SchedulerState
 
 log = logging.getLogger(__name__)
@@ -70,6 +74,35 @@ class Workspace:
         if isinstance(seen, Node):
             return seen
         return self._state.nodes.get(node_id)
+
+    def quota(self, scope: ScopeKind, scope_id: str, now: datetime) -> Quota:
+        """The scope's quota aggregate to decide on, opened here if it does not exist yet."""
+        quota_id = quota_id_for(scope, scope_id)
+        seen = self._copies.get(AggregateRef(AggregateType.QUOTA, quota_id))
+        if isinstance(seen, Quota):
+            return seen
+        known = self._state.quotas.get(quota_id)
+        if known is None:
+            return self.add(Quota.open(scope, scope_id, now))
+        return self._copy(known)
+
+    def peek_quota(self, quota_id: str) -> Quota | None:
+        """The scope as this decision sees it, without taking a copy (read only)."""
+        seen = self._copies.get(AggregateRef(AggregateType.QUOTA, quota_id))
+        if isinstance(seen, Quota):
+            return seen
+        return self._state.quotas.get(quota_id)
+
+    def peek_session(self, session_id: str) -> Session | None:
+        seen = self._copies.get(AggregateRef(AggregateType.SESSION, session_id))
+        if isinstance(seen, Session):
+            return seen
+        tracked = self._state.sessions.get(session_id)
+        return tracked.session if tracked is not None else None
+
+    def sessions(self) -> list[Session]:
+        """The sessions this decision has changed (or may change)."""
+        return [a for a in self._copies.values() if isinstance(a, Session)]
 
     def add(self, aggregate: A) -> A:
         """A new aggregate: its first write is create-once (expected sequence 0)."""

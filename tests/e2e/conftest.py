@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from jetyard.natsserver import free_port
+from jetyard.sdk import JetyardAuth
 
 TEST_IMAGE = os.environ.get("JETYARD_TEST_IMAGE", "jetyard-busybox:latest")
 
@@ -54,7 +56,9 @@ class Jetyard:
             if self.process.poll() is not None:
                 raise RuntimeError(f"jetyard up exited with {self.process.returncode}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                healthy = httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+                # The first start also creates the superadmin the tests act as.
+                if healthy and (self.data_dir / "admin.json").exists():
                     return self
             except httpx.HTTPError:
                 pass
@@ -79,9 +83,22 @@ class Jetyard:
     def pid_of(self, service: str) -> int:
         return int((self.data_dir / "run" / f"{service}.pid").read_text())
 
+    @property
+    def admin(self) -> dict[str, str]:
+        """The superadmin `jetyard up` created on the first start."""
+        found: dict[str, str] = json.loads((self.data_dir / "admin.json").read_text())
+        return found
+
+    @property
+    def auth(self) -> JetyardAuth:
+        return JetyardAuth(self.admin["access_key"], self.admin["secret_key"])
+
     def gql(self, query: str, **variables: Any) -> dict[str, Any]:
         response = httpx.post(
-            f"{self.url}/graphql", json={"query": query, "variables": variables}, timeout=30
+            f"{self.url}/graphql",
+            json={"query": query, "variables": variables},
+            timeout=30,
+            auth=self.auth,
         )
         response.raise_for_status()
         body: dict[str, Any] = response.json()

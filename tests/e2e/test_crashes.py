@@ -96,7 +96,7 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
                 accepted.add(command_id)
 
         limits = httpx.Limits(max_connections=20)
-        async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        async with httpx.AsyncClient(timeout=30, limits=limits, auth=stack.auth) as client:
             tasks = [asyncio.create_task(one(client, c)) for c in command_ids]
             while len(accepted) < 40 and not all(t.done() for t in tasks):  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
@@ -112,7 +112,7 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
         for command_id in accepted:
             session = again.gql(SESSION, id=session_id_for(command_id))["data"]["session"]
             assert session is not None, command_id
-            assert [h["status"] for h in session["history"]].count("PENDING") <= 2
+            assert [h["status"] for h in session["history"]].count("PENDING") <= 3
         # Clients retry what they did not see answered; the same ids never duplicate.
         for command_id in command_ids:
             retry = again.gql(

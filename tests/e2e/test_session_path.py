@@ -70,7 +70,10 @@ def test_a_session_runs_with_its_limits_and_terminates(jetyard_docker: Jetyard) 
     stopped = jetyard_docker.gql(TERMINATE, id=session_id)
     assert stopped["data"]["terminateSession"]["status"] == "ACCEPTED", stopped
     ended = wait_status(jetyard_docker, session_id, {"TERMINATED"})
-    assert [h["status"] for h in ended["history"]][:4] == [
+    history = [(h["status"], h["reason"]) for h in ended["history"]]
+    assert history[1] == ("PENDING", "admitted")  # slots reserved on every quota scope
+    assert [status for status, _ in history][:5] == [
+        "PENDING",
         "PENDING",
         "SCHEDULED",
         "RUNNING",
@@ -134,7 +137,12 @@ def test_the_subscription_streams_every_status_in_order(jetyard_docker: Jetyard)
     async def watch() -> list[str]:
         url = jetyard_docker.url.replace("http", "ws") + "/graphql"
         async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
-            await ws.send(json.dumps({"type": "connection_init"}))
+            host = jetyard_docker.url.removeprefix("http://")
+            init = {
+                "type": "connection_init",
+                "payload": jetyard_docker.auth.connection_params(host),
+            }
+            await ws.send(json.dumps(init))
             assert json.loads(await ws.recv())["type"] == "connection_ack"
             query = "subscription($id: ID!) { sessionStatus(id: $id) { status seq } }"
             await ws.send(

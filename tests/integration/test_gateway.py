@@ -4,85 +4,34 @@ tests write session events themselves and check what the API makes of them)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 import websockets
 
-from commands.bus import CommandBus
 from commands.repository import load, pending_write
 from commands.session import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore
-from jetyard.natsserver import free_port
-from projections.db import create_engine
-from projections.runner import Projector
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import COMMANDS_STREAM
-from services.gateway.http import build_app
-from services.gateway.schema import Context
-from services.gateway.settings import GatewaySettings
-from services.gateway.sqlviews import SqlViews
+from tests.integration.gateway_support import Gateway, running_gateway
 from tests.support import NOW
 
 ACTOR = Actor.service("scheduler")
 
 
-@dataclass
-class Gateway:
-    url: str
-    client: httpx.AsyncClient
-
-    async def gql(self, query: str, **variables: Any) -> dict[str, Any]:
-        response = await self.client.post(
-            f"{self.url}/graphql", json={"query": query, "variables": variables}
-        )
-        body: dict[str, Any] = response.json()
-        return body
-
-
-@pytest.fixture
-async def gateway(bus: Bus, tmp_path: Path) -> AsyncIterator[Gateway]:
-    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'views.db'}")
-    projector = Projector(engine, bus)
-    await projector.start()
-    stop = asyncio.Event()
-    projecting = asyncio.create_task(projector.run(stop, timeout=0.2))
-    context = Context(
-        views=SqlViews(engine),
-        commands=CommandBus(bus),
-        bus=bus,
-        settings=GatewaySettings(command_timeout_s=0.5),
-        actor=Actor.service("tests"),
-        tenant=SYSTEM_TENANT,
-    )
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(context), port=port, lifespan="off", log_level="warning")
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes no start event)
-        await asyncio.sleep(0.02)
-    async with httpx.AsyncClient(timeout=10) as client:
-        yield Gateway(f"http://127.0.0.1:{port}", client)
-    server.should_exit = True
-    await serving
-    stop.set()
-    with contextlib.suppress(asyncio.CancelledError):
-        await projecting
-    await projector.close()
-    await engine.dispose()
+@pytest.fixture(scope="module")
+async def gateway(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
+    async with running_gateway(
+        bus, tmp_path_factory.mktemp("gateway"), command_timeout_s=0.5
+    ) as gw:
+        yield gw
 
 
 def _cause() -> Cause:
@@ -178,7 +127,8 @@ async def test_the_subscription_streams_status_changes_in_order(bus: Bus, gatewa
     url = gateway.url.replace("http", "ws") + "/graphql"
     received: list[tuple[str, int]] = []
     async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
-        await ws.send(json.dumps({"type": "connection_init"}))
+        init = {"type": "connection_init", "payload": gateway.root.connection_params(gateway.host)}
+        await ws.send(json.dumps(init))
         assert json.loads(await ws.recv())["type"] == "connection_ack"
         query = "subscription($id: ID!) { sessionStatus(id: $id) { status seq reason } }"
         payload = {"query": query, "variables": {"id": session_id}}

@@ -1,5 +1,6 @@
 """Projections on a real nats-server, on SQLite and on PostgreSQL: rows and history from the log,
-redelivery and restart change nothing, a rebuild equals the live view, pagination and filters.
+redelivery and restart change nothing, a rebuild equals the live view, pagination and filters
+(status, and the owner's domain and user, as the gateway's role-scoped listings use them).
 
 The log is shared with the other tests, so each test works in its own tenant domain and each
 database is the test's own (a file, or a PostgreSQL database created and dropped here).
@@ -44,6 +45,8 @@ from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
 from schemas.settings import NatsSettings
+from schemas.tenancy import SessionOwner
+from services.gateway.sqlviews import SqlViews
 from tests.support import NOW
 
 PG_ADMIN = os.environ.get("JETYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -89,6 +92,15 @@ class Cluster:
         self.guards: dict[AggregateRef, int] = {}
         self.seqs: list[int] = []
         self.clock = NOW
+        self.owner = self.user("alice")
+
+    def user(self, name: str) -> SessionOwner:
+        """Someone in this cluster's domain, with ids unique to the test."""
+        tag = new_id()[:8]
+        return SessionOwner(
+            access_key=f"AK{name}{tag}", user_id=f"u-{name}-{tag}", project_id="p1",
+            domain=self.domain,
+        )  # fmt: skip
 
     async def save(self, aggregate: Aggregate) -> None:
         cause = Cause(
@@ -118,9 +130,20 @@ class Cluster:
         await self.save(node)
         return node
 
-    async def session(self, name: str | None = None) -> Session:
+    async def session(
+        self,
+        name: str | None = None,
+        owner: SessionOwner | None = None,
+        *,
+        legacy: bool = False,
+        admit: bool = False,
+    ) -> Session:
+        """A session of ``owner`` (alice if not given), or one from before tenancy (no owner)."""
         spec = SessionSpec(image="busybox", kernels=(KernelSpec(resources=SLOTS),), name=name)
-        session = Session.request(new_id(), spec, self.now())
+        whose = None if legacy else owner or self.owner
+        session = Session.request(new_id(), spec, self.now(), owner=whose)
+        if admit:
+            session.admit("admitted", self.now())
         await self.save(session)
         return session
 
@@ -148,7 +171,7 @@ async def scenario(cluster: Cluster) -> dict[str, Any]:
     n1, n2 = await cluster.node(), await cluster.node()
     n2.cordon("maintenance", cluster.now())
     await cluster.save(n2)
-    done, cancelled, running = [await cluster.session(f"s{i}") for i in range(3)]
+    done, cancelled, running = [await cluster.session(f"s{i}", admit=i != 1) for i in range(3)]
     await cluster.place(done, n1)
     done.kernel_started(done.kernel_ids[0], cluster.now())
     await cluster.save(done)
@@ -196,15 +219,16 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
         assert (row.status, row.status_reason, row.exit_code) == (
             SessionStatus.TERMINATED, "kernel exited", 3,
         )  # fmt: skip
-        assert (row.name, row.domain, row.project, row.owner_id) == (
-            "s0",
-            cluster.domain,
-            "p1",
-            "alice",
-        )
+        assert (row.name, row.project, row.owner_id) == ("s0", "p1", "alice")
+        owner = cluster.owner
+        assert (row.access_key, row.user_id, row.project_id, row.domain) == (
+            owner.access_key, owner.user_id, owner.project_id, cluster.domain,
+        )  # fmt: skip
+        assert (row.priority, row.admitted) == (10, True)
         assert (row.cpu_milli, row.gpu_hundredths, row.node_ids) == (2000, 100, (made["n1"].id,))
         assert [(h.status, h.reason) for h in done.history] == [
             (SessionStatus.PENDING, "requested"),
+            (SessionStatus.PENDING, "admitted"),
             (SessionStatus.SCHEDULED, "placed"),
             (SessionStatus.RUNNING, "kernel started"),
             (SessionStatus.TERMINATING, "user asked"),
@@ -212,7 +236,7 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
         ]
         assert [h.seq for h in done.history] == sorted(h.seq for h in done.history)
         cancelled = await queries.get_session(engine, made["cancelled"].id)
-        assert cancelled is not None
+        assert cancelled is not None and not cancelled.record.admitted
         assert [(h.status, h.reason) for h in cancelled.history] == [
             (SessionStatus.PENDING, "requested"),
             (SessionStatus.PENDING, "fits nowhere: gpu"),
@@ -385,6 +409,67 @@ async def test_sessions_page_by_request_order_with_a_status_filter(
         await queries.list_sessions(engine, after="bm9wZQ==")
 
 
+async def test_sessions_page_by_owner_domain_and_user_and_legacy_ones_match_neither(
+    bus: Bus, engine: AsyncEngine
+) -> None:
+    cluster = Cluster(EventStore(bus))
+    alice, bob = cluster.owner, cluster.user("bob")
+    # Interleaved, so that every page boundary falls between someone else's sessions.
+    whose = [alice, bob, None, alice, bob, alice, None]
+    made = [
+        await cluster.session(f"o{i}", o, legacy=o is None, admit=i == 0)
+        for i, o in enumerate(whose)
+    ]
+    projector = await caught_up(engine, bus)
+    await projector.close()
+
+    async def walk(first: int, **filters: Any) -> list[str]:
+        seen: list[str] = []
+        after = None
+        while True:
+            page = await queries.list_sessions(engine, first=first, after=after, **filters)
+            seen += [r.record.id for r in page.rows]
+            if not page.has_next:
+                return seen
+            after = page.end_cursor
+
+    def ids(*owners: SessionOwner) -> list[str]:
+        return [s.id for s, o in zip(made, whose, strict=True) if o in owners]
+
+    assert await walk(2, domain=cluster.domain) == ids(alice, bob)
+    assert await walk(1, user_id=alice.user_id) == ids(alice)
+    assert await walk(2, domain=cluster.domain, user_id=bob.user_id) == ids(bob)
+    assert await walk(5, domain=cluster.domain, user_id="nobody") == []
+    # Sessions from before tenancy have no owner: only an unfiltered listing holds them.
+    everything = await walk(500, project_id="p1")
+    assert set(ids(alice, bob)) <= set(everything) and made[2].id not in everything
+    first = await queries.get_session(engine, made[0].id)
+    legacy = await queries.get_session(engine, made[2].id)
+    assert first is not None and legacy is not None
+    assert (first.record.admitted, first.record.status_reason) == (True, "admitted")
+    assert (legacy.record.domain, legacy.record.user_id, legacy.record.admitted) == (
+        None, None, True,
+    )  # fmt: skip
+
+    # The gateway's read side: the same filters, the owner on every row, and cursors that
+    # carry on under them.
+    views = SqlViews(engine)
+    page = await views.sessions(first=2, after=None, status="PENDING", user_id=alice.user_id)
+    assert [r.id for r in page.rows] == ids(alice)[:2] and page.has_next
+    rest = await views.sessions(
+        first=2, after=page.cursors[-1], status="PENDING", user_id=alice.user_id
+    )
+    assert [r.id for r in rest.rows] == ids(alice)[2:] and not rest.has_next
+    row = page.rows[0]
+    assert (row.access_key, row.user_id, row.project_id, row.domain) == (
+        alice.access_key, alice.user_id, "p1", cluster.domain,
+    )  # fmt: skip
+    assert (row.priority, row.admitted, page.rows[1].admitted) == (10, True, False)
+    by_domain = await views.sessions(first=10, after=None, status=None, domain=cluster.domain)
+    assert [r.id for r in by_domain.rows] == ids(alice, bob)
+    assert {r.user_id for r in by_domain.rows} == {alice.user_id, bob.user_id}
+
+
 async def test_the_service_rebuilds_a_view_of_another_version_then_follows(
     bus: Bus, engine: AsyncEngine, database_url: str, nats_settings: NatsSettings
 ) -> None:
@@ -408,6 +493,7 @@ async def test_the_service_rebuilds_a_view_of_another_version_then_follows(
     assert await queries.get_session(engine, later.id) is not None
     assert await queries.get_session(engine, made["done"].id) is not None
     followed = await dump(engine)
-    assert ("sessions", 1, cluster.seqs[-1]) in followed["projection_positions"]
+    version = next(v.version for v in VIEWS if v.name == "sessions")
+    assert ("sessions", version, cluster.seqs[-1]) in followed["projection_positions"]
     await rebuild(database_url, bus)
     assert await dump(engine) == followed

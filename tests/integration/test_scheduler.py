@@ -2,7 +2,8 @@
 driven by commands, outcomes asserted on the log (sessions and node ledgers).
 
 The server is shared with other tests: every test uses its own image (placement only uses
-nodes whose agent has it), host names and durable consumer.
+nodes whose agent has it), host names, durable consumer and tenancy (a domain whose keypair
+policy limits nothing, so admission admits every session at once).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
 from schemas.subjects import COMMANDS_STREAM, AggregateType
+from schemas.tenancy import SessionOwner
 from services.scheduler.service import Scheduler
 from services.scheduler.settings import SchedulerSettings
+from tests.tenancy_support import make_tenancy
 
 GIB = 1 << 30
 T = TypeVar("T")
@@ -101,14 +104,14 @@ class FakeAgent:
         self.seq = (await self.store.append(write)).last_seqs[self.agent.ref]
 
 
-def create(image: str, need: ResourceSlots) -> CreateSession:
+def create(image: str, need: ResourceSlots, owner: SessionOwner) -> CreateSession:
     spec = SessionSpec(
         image=image,
         kernels=(KernelSpec(resources=need),),
         command=("sleep", "60"),
         env={"JY_TEST": "1"},
     )
-    return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec)
+    return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec, owner=owner)
 
 
 async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 5.0) -> T:
@@ -126,6 +129,11 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 
 @pytest.fixture
 def store(bus: Bus) -> EventStore:
     return EventStore(bus)
+
+
+@pytest.fixture
+async def owner(store: EventStore) -> SessionOwner:
+    return (await make_tenancy(store)).owner
 
 
 @pytest.fixture
@@ -177,16 +185,20 @@ async def node_of(store: EventStore, agent: FakeAgent) -> Node:
 
 
 async def placed(
-    store: EventStore, commands: CommandBus, image: str, need: ResourceSlots
+    store: EventStore, commands: CommandBus, image: str, need: ResourceSlots, owner: SessionOwner
 ) -> Session:
-    cmd = create(image, need)
+    cmd = create(image, need, owner)
     outcome = await commands.execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     return await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
 
 
 async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     await start_scheduler()
     other = FakeAgent(store, slots(cpu=64, mem=256, gpu=8), ("something-else",))
@@ -198,7 +210,7 @@ async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
         agent.hostname, "default", agent.capacity,
     )  # fmt: skip
 
-    cmd = create(image, slots(cpu=1, mem=2, gpu=1))
+    cmd = create(image, slots(cpu=1, mem=2, gpu=1), owner)
     outcome = await CommandBus(bus).execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     session_id = session_id_for(cmd.command_id)
@@ -207,12 +219,26 @@ async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
     assert session.placements == {kernel_id: agent.id}
 
     events = await history(store, AggregateType.SESSION, session_id)
-    assert [e.name for e in events] == ["SessionRequested", "SessionScheduled"]
-    assert outcome.event_seqs == (events[0].seq,)
+    assert [e.name for e in events] == ["SessionRequested", "SessionAdmitted", "SessionScheduled"]
+    # The session and its place in the keypair's queue (opened for it), in one group commit.
+    first = events[0].seq
+    assert outcome.event_seqs == (first, first + 1, first + 2)
+    queue = await history(store, AggregateType.QUOTA, f"keypair-{owner.access_key}")
+    assert [(e.seq, e.name) for e in queue][:2] == [
+        (first + 1, "QuotaScopeOpened"), (first + 2, "QuotaSessionQueued"),
+    ]  # fmt: skip
     ledger = await history(store, AggregateType.NODE, agent.id)
     (allocated,) = [e for e in ledger if e.name == "ResourcesAllocated"]
-    # One group commit: the session and its node ledger, stored next to each other.
-    assert allocated.seq == events[1].seq + 1
+    # One group commit: the session, its reservations on its four scopes and its node ledger,
+    # stored next to each other.
+    reserved = [
+        e.seq
+        for scope_id in (f"keypair-{owner.access_key}", f"user-{owner.user_id}",
+                         f"project-{owner.project_id}", f"domain-{owner.domain}")
+        for e in await history(store, AggregateType.QUOTA, scope_id)
+        if e.name in ("QuotaReserved", "QuotaScopeOpened") and e.seq > first + 2
+    ]  # fmt: skip
+    assert sorted(reserved) == list(range(events[2].seq + 1, allocated.seq))
     assert allocated.envelope.payload["kernel_id"] == kernel_id
     node = await node_of(store, agent)
     allocation = node.allocations[kernel_id]
@@ -223,7 +249,11 @@ async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
 
 
 async def test_kernel_facts_drive_the_session_and_free_the_node(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     scheduler = await start_scheduler()
     agent = FakeAgent(store, slots(cpu=4, mem=16, gpu=2), (image,))
@@ -231,7 +261,7 @@ async def test_kernel_facts_drive_the_session_and_free_the_node(
     await node_of(store, agent)
     commands = CommandBus(bus)
 
-    session = await placed(store, commands, image, slots(gpu=2))
+    session = await placed(store, commands, image, slots(gpu=2), owner)
     (kernel_id,) = session.kernel_ids
     await agent.started(kernel_id, session.id)
     await session_in(store, session.id, SessionStatus.RUNNING)
@@ -250,7 +280,7 @@ async def test_kernel_facts_drive_the_session_and_free_the_node(
     assert await history(store, AggregateType.SESSION, session.id) == before
 
     # A kernel that fails to start ends its session in ERROR and gives its slots back.
-    failing = await placed(store, commands, image, slots(gpu=2))
+    failing = await placed(store, commands, image, slots(gpu=2), owner)
     (kernel_id,) = failing.kernel_ids
     await agent.failed(kernel_id, failing.id, "image pull failed")
     errored = await session_in(store, failing.id, SessionStatus.ERROR)
@@ -259,14 +289,18 @@ async def test_kernel_facts_drive_the_session_and_free_the_node(
 
 
 async def test_terminating_a_running_session_asks_its_node_to_stop_it(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     await start_scheduler()
     agent = FakeAgent(store, slots(cpu=4, mem=16), (image,))
     await agent.register()
     await node_of(store, agent)
     commands = CommandBus(bus)
-    session = await placed(store, commands, image, slots(cpu=2))
+    session = await placed(store, commands, image, slots(cpu=2), owner)
     (kernel_id,) = session.kernel_ids
     await agent.started(kernel_id, session.id)
     await session_in(store, session.id, SessionStatus.RUNNING)
@@ -293,7 +327,11 @@ async def test_terminating_a_running_session_asks_its_node_to_stop_it(
 
 
 async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_take_it(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     await start_scheduler()
     small = FakeAgent(store, slots(cpu=4, mem=16), (image,))
@@ -301,7 +339,7 @@ async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_
     await node_of(store, small)
     commands = CommandBus(bus)
 
-    cmd = create(image, slots(cpu=2, mem=64))
+    cmd = create(image, slots(cpu=2, mem=64), owner)
     outcome = await commands.execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     session_id = session_id_for(cmd.command_id)
@@ -321,13 +359,17 @@ async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_
 
 
 async def test_terminating_a_waiting_session_cancels_it_and_unknown_ones_are_not_found(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     await start_scheduler()
     agent = FakeAgent(store, slots(cpu=1, mem=1), (image,))
     await agent.register()
     commands = CommandBus(bus)
-    cmd = create(image, slots(cpu=2))
+    cmd = create(image, slots(cpu=2), owner)
     assert (await commands.execute(cmd, timeout=5)).accepted  # type: ignore[union-attr]
     session_id = session_id_for(cmd.command_id)
 
@@ -348,10 +390,14 @@ async def test_terminating_a_waiting_session_cancels_it_and_unknown_ones_are_not
 
 
 async def test_an_image_no_agent_has_is_rejected_and_nothing_is_stored(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     await start_scheduler()
-    cmd = create(image, slots())
+    cmd = create(image, slots(), owner)
     outcome = await CommandBus(bus).execute(cmd, timeout=5)
     assert outcome is not None and not outcome.accepted
     assert outcome.code == "invalid"
@@ -360,21 +406,25 @@ async def test_an_image_no_agent_has_is_rejected_and_nothing_is_stored(
 
 
 async def test_a_restarted_scheduler_catches_up_and_continues_without_duplicates(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     first = await start_scheduler()
     agent = FakeAgent(store, slots(cpu=4, mem=16), (image,))
     await agent.register()
     await node_of(store, agent)
     commands = CommandBus(bus)
-    running = await placed(store, commands, image, slots(cpu=1))
+    running = await placed(store, commands, image, slots(cpu=1), owner)
     await first.stop()
 
     # While no scheduler runs: a kernel starts, the agent restarts, a command waits.
     (kernel_id,) = running.kernel_ids
     await agent.started(kernel_id, running.id)
     await agent.register(epoch=2)
-    waiting = create(image, slots(cpu=1))
+    waiting = create(image, slots(cpu=1), owner)
     await commands.send(waiting)
 
     second = await start_scheduler()
@@ -383,9 +433,9 @@ async def test_a_restarted_scheduler_catches_up_and_continues_without_duplicates
     await second.settle()
 
     names = [e.name for e in await history(store, AggregateType.SESSION, running.id)]
-    assert names == ["SessionRequested", "SessionScheduled", "SessionStarted"]
+    assert names == ["SessionRequested", "SessionAdmitted", "SessionScheduled", "SessionStarted"]
     names = [e.name for e in await history(store, AggregateType.SESSION, later.id)]
-    assert names == ["SessionRequested", "SessionScheduled"]
+    assert names == ["SessionRequested", "SessionAdmitted", "SessionScheduled"]
     ledger = [e.name for e in await history(store, AggregateType.NODE, agent.id)]
     assert ledger == ["NodeRegistered", "ResourcesAllocated", "ResourcesAllocated"]
 
@@ -403,7 +453,11 @@ async def test_a_restarted_scheduler_catches_up_and_continues_without_duplicates
 
 
 async def test_sessions_created_together_are_placed_in_few_group_commits_without_overbooking(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     scheduler = await start_scheduler()
     agents = [FakeAgent(store, slots(cpu=10, mem=64, gpu=10), (image,)) for _ in range(5)]
@@ -414,7 +468,7 @@ async def test_sessions_created_together_are_placed_in_few_group_commits_without
     batches = scheduler.store.stats.batches
 
     commands = CommandBus(bus)
-    cmds = [create(image, slots(cpu=1, mem=1, gpu=1)) for _ in range(50)]
+    cmds = [create(image, slots(cpu=1, mem=1, gpu=1), owner) for _ in range(50)]
     outcomes = await asyncio.gather(*(commands.execute(cmd, timeout=10) for cmd in cmds))
     assert all(o is not None and o.accepted for o in outcomes), outcomes
     for cmd in cmds:
@@ -425,11 +479,17 @@ async def test_sessions_created_together_are_placed_in_few_group_commits_without
     for node in nodes:
         assert node.allocated.fits_in(node.capacity), node.allocations
     commits = scheduler.store.stats.batches - batches
-    assert commits <= 50 // 3, f"{commits} group commits for 50 sessions"
+    conflicts = scheduler.store.stats.conflicts
+    # Creates share the writing lock with the passes, so a pass may wait a turn or two.
+    assert commits <= 50 // 2, f"{commits} group commits for 50 sessions, {conflicts} conflicts"
 
 
 async def test_a_pass_larger_than_a_batch_is_stored_in_several_batches_in_order(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    owner: SessionOwner,
 ) -> None:
     # Three events per batch at most: each placement (two events) gets a batch of its own,
     # and every batch carries the node ledger's guard on from the batch before it.
@@ -443,13 +503,13 @@ async def test_a_pass_larger_than_a_batch_is_stored_in_several_batches_in_order(
     )  # fmt: skip
 
     commands = CommandBus(bus)
-    cmds = [create(image, slots(cpu=1, mem=1)) for _ in range(6)]
+    cmds = [create(image, slots(cpu=1, mem=1), owner) for _ in range(6)]
     await asyncio.gather(*(commands.send(cmd) for cmd in cmds))
     for cmd in cmds:
         await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
     assert scheduler.store.stats.conflicts == conflicts
     # Fewer passes than batches: some pass stored its decisions in several batches.
-    assert scheduler.store.stats.batches - batches == 6
+    assert scheduler.store.stats.batches - batches == 6 + 6  # admissions have their own
     assert scheduler.passes - passes < 6
     ledger = await history(store, AggregateType.NODE, agent.id)
     assert [e.name for e in ledger].count("ResourcesAllocated") == 6

@@ -12,8 +12,18 @@ from eventsourcing.domain import OriginatorVersionError
 from commands.agent import Agent
 from commands.aggregate import Aggregate
 from commands.node import Node
+from commands.quota import Quota
 from commands.repository import Loaded, load, pending_write
 from commands.session import Session
+from commands.tenancy import (
+    Domain,
+    Image,
+    Keypair,
+    Project,
+    ResourceGroup,
+    ResourcePolicy,
+    User,
+)
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot
@@ -194,9 +204,11 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 
 
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
-    mapped = [
-        name for cls in (Session, Node, Agent) for name in {*cls.creators, *cls.events_by_name}
-    ]
+    aggregates = (
+        Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
+        ResourceGroup, Image,
+    )  # fmt: skip
+    mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 
     assert sorted(mapped) == CATALOGUE.names()
 

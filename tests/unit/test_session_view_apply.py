@@ -1,5 +1,5 @@
-"""The sessions view's pure ``apply``: rows and status history from session events, idempotent;
-and its batch apply on an in-memory SQLite database."""
+"""The sessions view's pure ``apply``: rows and status history from session events, owners and
+admission, idempotent; and its batch apply on an in-memory SQLite database."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from events.catalogue import Event
 from events.domain.session import (
+    SessionAdmitted,
     SessionCancelled,
     SessionCreating,
     SessionFailed,
@@ -29,6 +30,7 @@ from schemas.ids import kernel_id_for
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.tenancy import SessionOwner
 from tests.support import NOW, envelope, ref
 
 OWNER = Actor(kind=ActorKind.USER, id="user-7")
@@ -41,6 +43,7 @@ SPEC = SessionSpec(
     command=("python", "train.py"),
     name="train-1",
 )
+OWNED = SessionOwner(access_key="AKTEST7", user_id="u-7", project_id="p-vision", domain="lab")
 
 
 def stored(seq: int, session: AggregateRef, version: int, event: Event) -> StoredEvent:
@@ -51,9 +54,11 @@ def stored(seq: int, session: AggregateRef, version: int, event: Event) -> Store
     )
 
 
-def requested(seq: int, session: AggregateRef) -> StoredEvent:
+def requested(
+    seq: int, session: AggregateRef, owner: SessionOwner | None = None, spec: SessionSpec = SPEC
+) -> StoredEvent:
     kernels = (kernel_id_for(session.id, 0),)
-    return stored(seq, session, 1, SessionRequested(spec=SPEC, kernel_ids=kernels))
+    return stored(seq, session, 1, SessionRequested(spec=spec, kernel_ids=kernels, owner=owner))
 
 
 def fold(events: list[StoredEvent]) -> tuple[SessionRecord | None, list[StatusEntry]]:
@@ -81,14 +86,38 @@ def test_requested_creates_a_pending_row_with_what_was_asked() -> None:
     assert (row.cpu_milli, row.memory_bytes, row.gpu_hundredths) == (2000, 2**30, 50)
     assert row.command == ("python", "train.py")
     assert row.kernel_ids == (kernel_id_for(session.id, 0),)
-    assert (row.domain, row.project, row.owner_kind, row.owner_id) == (
-        "lab",
-        "vision",
-        "user",
-        "user-7",
-    )
+    assert (row.project, row.owner_kind, row.owner_id) == ("vision", "user", "user-7")
+    # From before tenancy: no owner, so no scopes, and admitted at once (as the aggregate is).
+    assert (row.access_key, row.user_id, row.project_id, row.domain) == (None,) * 4
+    assert (row.priority, row.admitted) == (10, True)
     assert row.created_at == row.updated_at == NOW + timedelta(seconds=1)
     assert entry == StatusEntry(session.id, 10, SessionStatus.PENDING, "requested", row.created_at)
+
+
+def test_an_owned_session_has_its_scopes_and_waits_for_admission() -> None:
+    session = ref()
+    urgent = SPEC.model_copy(update={"priority": 70})
+    row, _ = apply(None, requested(3, session, OWNED, urgent))
+    assert row is not None
+    assert (row.access_key, row.user_id, row.project_id, row.domain) == (
+        "AKTEST7",
+        "u-7",
+        "p-vision",
+        "lab",
+    )
+    assert (row.priority, row.admitted) == (70, False)
+
+    row, entry = apply(row, stored(4, session, 2, SessionAdmitted()))
+    assert row is not None and entry is not None
+    # Still PENDING with a new reason, and a line in the timeline like any reason change.
+    assert (row.status, row.status_reason, row.admitted, row.last_seq) == (
+        SessionStatus.PENDING,
+        "admitted",
+        True,
+        4,
+    )
+    assert entry == StatusEntry(session.id, 4, SessionStatus.PENDING, "admitted", row.updated_at)
+    assert apply(row, stored(4, session, 2, SessionAdmitted())) == (row, None)
 
 
 def test_every_status_change_is_recorded_with_its_reason() -> None:
@@ -161,10 +190,10 @@ def test_changes_to_a_session_never_created_are_ignored() -> None:
 async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
     engine = create_engine("sqlite+aiosqlite://")
     t = sessions.tables()
-    one, two = ref(), ref()
+    one, two, three = ref(), ref(), ref()
     batch = [
         requested(1, one),
-        requested(2, two),
+        requested(2, two, OWNED),
         stored(
             3,
             one,
@@ -173,6 +202,8 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
         ),
         stored(4, two, 2, SessionCancelled(reason="user asked")),
         stored(5, one, 3, SessionStarted(reason="kernel started")),
+        requested(6, three, OWNED),
+        stored(7, three, 2, SessionAdmitted()),
     ]
     try:
         async with writing(engine) as conn:
@@ -186,6 +217,7 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
             assert {k: (r.status, r.node_ids, r.last_seq) for k, r in rows.items()} == {
                 one.id: ("RUNNING", ["n1"], 5),
                 two.id: ("CANCELLED", [], 4),
+                three.id: ("PENDING", [], 7),
             }
             assert [(h.session_id, h.seq, h.status) for h in history] == [
                 (one.id, 1, "PENDING"),
@@ -193,8 +225,15 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
                 (one.id, 3, "SCHEDULED"),
                 (two.id, 4, "CANCELLED"),
                 (one.id, 5, "RUNNING"),
+                (three.id, 6, "PENDING"),
+                (three.id, 7, "PENDING"),
             ]
             assert rows[one.id].created_at.tzinfo is not None  # aware on SQLite too
+            assert {k: (r.domain, r.user_id, r.priority, r.admitted) for k, r in rows.items()} == {
+                one.id: (None, None, 10, True),
+                two.id: ("lab", "u-7", 10, False),
+                three.id: ("lab", "u-7", 10, True),
+            }
     finally:
         await engine.dispose()
 

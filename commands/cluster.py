@@ -1,0 +1,241 @@
+"""Where and from what sessions run, decided by the gateway's admin module:
+``ResourceGroup`` (``ev.resource_group.<name>``: its queue policy, agent selection, and the
+domains, projects and keypairs that may use it) and ``Image`` (``ev.image.<id>``).
+
+Rules that need more than one aggregate (an associated project exists) are the admin
+module's. Repeating a change that is already true records nothing and answers False.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from commands.aggregate import Aggregate
+from commands.errors import DomainError
+from events.domain.tenancy import (
+    ImageForgotten,
+    ImageModified,
+    ImageRegistered,
+    ResourceGroupAssociated,
+    ResourceGroupCreated,
+    ResourceGroupDeactivated,
+    ResourceGroupDisassociated,
+    ResourceGroupModified,
+    ResourceGroupReactivated,
+)
+from schemas.resources import ResourceSlots
+from schemas.session import SessionType
+from schemas.subjects import AggregateType
+from schemas.tenancy import AgentSelection, QueuePolicy, ScopeKind, SlotLimits, image_id_for
+
+
+class InvalidSettingsError(DomainError):
+    """The values given break a rule of the aggregate itself (not its current state)."""
+
+
+class ImageForgottenError(DomainError):
+    """A forgotten image is changed only by registering it again."""
+
+
+GROUP_SCOPES = (ScopeKind.DOMAIN, ScopeKind.PROJECT, ScopeKind.KEYPAIR)
+
+
+class ResourceGroup(Aggregate):
+    aggregate_type = AggregateType.RESOURCE_GROUP
+
+    class State(BaseModel):
+        name: str
+        description: str
+        queue_policy: QueuePolicy
+        agent_selection: AgentSelection
+        allowed_session_types: tuple[SessionType, ...]
+        domains: frozenset[str]
+        projects: frozenset[str]
+        keypairs: frozenset[str]
+        active: bool
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.description = ""
+        self.queue_policy = QueuePolicy.FIFO
+        self.agent_selection = AgentSelection.DISPERSED
+        self.allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
+        # Frozen sets, replaced on change: a working copy never shares a set with the folded one.
+        self.domains: frozenset[str] = frozenset()
+        self.projects: frozenset[str] = frozenset()
+        self.keypairs: frozenset[str] = frozenset()
+        self.active = True
+
+    @classmethod
+    def create(
+        cls, name: str, description: str, queue_policy: QueuePolicy,
+        agent_selection: AgentSelection, allowed_session_types: Iterable[SessionType],
+        now: datetime,
+    ) -> ResourceGroup:  # fmt: skip
+        types = _session_types(allowed_session_types)
+        return cls._create(
+            cls.Created, id=name, timestamp=now, description=description,
+            queue_policy=queue_policy, agent_selection=agent_selection,
+            allowed_session_types=types,
+        )  # fmt: skip
+
+    def modify(
+        self, description: str, queue_policy: QueuePolicy, agent_selection: AgentSelection,
+        allowed_session_types: Iterable[SessionType], now: datetime,
+    ) -> bool:  # fmt: skip
+        types = _session_types(allowed_session_types)
+        wanted = (description, queue_policy, agent_selection, types)
+        held = (self.description, self.queue_policy, self.agent_selection)
+        if wanted == (*held, self.allowed_session_types):
+            return False
+        return self._trigger(
+            self.Modified, now, description=description, queue_policy=queue_policy,
+            agent_selection=agent_selection, allowed_session_types=types,
+        )  # fmt: skip
+
+    def members(self, scope: ScopeKind) -> frozenset[str]:
+        if scope not in GROUP_SCOPES:
+            raise InvalidSettingsError(
+                f"resource groups are associated with a domain, project or keypair, not a {scope}"
+            )
+        return {
+            ScopeKind.DOMAIN: self.domains,
+            ScopeKind.PROJECT: self.projects,
+            ScopeKind.KEYPAIR: self.keypairs,
+        }[scope]
+
+    def associate(self, scope: ScopeKind, scope_id: str, now: datetime) -> bool:
+        if scope_id in self.members(scope):
+            return False
+        return self._trigger(self.Associated, now, scope=scope, scope_id=scope_id)
+
+    def disassociate(self, scope: ScopeKind, scope_id: str, now: datetime) -> bool:
+        if scope_id not in self.members(scope):
+            return False
+        return self._trigger(self.Disassociated, now, scope=scope, scope_id=scope_id)
+
+    def deactivate(self, reason: str, now: datetime) -> bool:
+        return self.active and self._trigger(self.Deactivated, now, reason=reason)
+
+    def reactivate(self, now: datetime) -> bool:
+        return not self.active and self._trigger(self.Reactivated, now)
+
+    def _set_members(self, scope: ScopeKind, members: frozenset[str]) -> None:
+        setattr(self, {"domain": "domains", "project": "projects"}.get(scope, "keypairs"), members)
+
+    class Created(ResourceGroupCreated, Aggregate.Created):
+        def apply(self, group: ResourceGroup) -> None:
+            group.name = self.originator_id
+            group.description = self.description
+            group.queue_policy = self.queue_policy
+            group.agent_selection = self.agent_selection
+            group.allowed_session_types = self.allowed_session_types
+
+    class Modified(ResourceGroupModified, Aggregate.Event):
+        def apply(self, group: ResourceGroup) -> None:
+            group.description = self.description
+            group.queue_policy = self.queue_policy
+            group.agent_selection = self.agent_selection
+            group.allowed_session_types = self.allowed_session_types
+
+    class Associated(ResourceGroupAssociated, Aggregate.Event):
+        def apply(self, group: ResourceGroup) -> None:
+            group._set_members(self.scope, group.members(self.scope) | {self.scope_id})
+
+    class Disassociated(ResourceGroupDisassociated, Aggregate.Event):
+        def apply(self, group: ResourceGroup) -> None:
+            group._set_members(self.scope, group.members(self.scope) - {self.scope_id})
+
+    class Deactivated(ResourceGroupDeactivated, Aggregate.Event):
+        def apply(self, group: ResourceGroup) -> None:
+            group.active = False
+
+    class Reactivated(ResourceGroupReactivated, Aggregate.Event):
+        def apply(self, group: ResourceGroup) -> None:
+            group.active = True
+
+
+def _session_types(types: Iterable[SessionType]) -> tuple[SessionType, ...]:
+    found = tuple(dict.fromkeys(types))  # in order, once each
+    if not found:
+        raise InvalidSettingsError("a resource group must allow at least one session type")
+    return found
+
+
+class Image(Aggregate):
+    aggregate_type = AggregateType.IMAGE
+
+    class State(BaseModel):
+        name: str
+        min_resources: ResourceSlots
+        max_resources: SlotLimits
+        forgotten: bool
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.min_resources = ResourceSlots()
+        self.max_resources = SlotLimits()
+        self.forgotten = False
+
+    @classmethod
+    def register(
+        cls, name: str, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
+    ) -> Image:
+        return cls._create(
+            cls.Registered, id=image_id_for(name), timestamp=now, name=name,
+            min_resources=min_resources, max_resources=max_resources,
+        )  # fmt: skip
+
+    def register_again(
+        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
+    ) -> bool:
+        """A forgotten image comes back; one still registered is left as it is."""
+        if not self.forgotten:
+            return False
+        return self._trigger(
+            self.Reregistered, now, name=self.name, min_resources=min_resources,
+            max_resources=max_resources,
+        )  # fmt: skip
+
+    def modify(
+        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
+    ) -> bool:
+        if self.forgotten:
+            raise ImageForgottenError(f"image {self.name} is forgotten: register it again first")
+        if (min_resources, max_resources) == (self.min_resources, self.max_resources):
+            return False
+        return self._trigger(
+            self.Modified, now, min_resources=min_resources, max_resources=max_resources
+        )
+
+    def forget(self, reason: str, now: datetime) -> bool:
+        return not self.forgotten and self._trigger(self.Forgotten, now, reason=reason)
+
+    # ``ImageRegistered`` both starts an image and brings a forgotten one back; loading picks
+    # the class by whether the image exists.
+    class Registered(ImageRegistered, Aggregate.Created):
+        def apply(self, image: Image) -> None:
+            _registered(image, self)
+
+    class Reregistered(ImageRegistered, Aggregate.Event):
+        def apply(self, image: Image) -> None:
+            _registered(image, self)
+
+    class Modified(ImageModified, Aggregate.Event):
+        def apply(self, image: Image) -> None:
+            image.min_resources = self.min_resources
+            image.max_resources = self.max_resources
+
+    class Forgotten(ImageForgotten, Aggregate.Event):
+        def apply(self, image: Image) -> None:
+            image.forgotten = True
+
+
+def _registered(image: Image, event: ImageRegistered) -> None:
+    image.name = event.name
+    image.min_resources = event.min_resources
+    image.max_resources = event.max_resources
+    image.forgotten = False

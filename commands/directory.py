@@ -1,0 +1,231 @@
+"""Tenancy state folded from ``ev.domain.*``, ``ev.project.*``, ``ev.user.*``,
+``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*`` and ``ev.image.*``: who a
+request's actor is, which limits bind a scope, which resource groups a tenant may use.
+
+The gateway's admin module decides on it, and the scheduler folds it inside its own state
+(calling ``evolve`` directly), so ``evolve`` relies on nothing but the aggregates it holds:
+each aggregate skips versions it already has. Reads and writes nothing itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from commands.aggregate import Aggregate
+from commands.authorisation import Principal
+from commands.errors import DomainError
+from commands.tenancy import (
+    Domain,
+    Image,
+    Keypair,
+    Project,
+    ResourceGroup,
+    ResourcePolicy,
+    User,
+)
+from events.envelope import StoredEvent
+from events.fold import FoldedState
+from schemas.principal import Actor, ActorKind
+from schemas.subjects import AggregateType, event_subject, events_of
+from schemas.tenancy import (
+    DefaultForUnspecified,
+    KeypairPolicyLimits,
+    PolicyKind,
+    ScopeKind,
+    SessionOwner,
+    SlotLimits,
+    image_id_for,
+    policy_id_for,
+    user_id_for,
+)
+
+log = logging.getLogger(__name__)
+
+TENANCY_TYPES = (
+    AggregateType.DOMAIN,
+    AggregateType.PROJECT,
+    AggregateType.USER,
+    AggregateType.KEYPAIR,
+    AggregateType.RESOURCE_POLICY,
+    AggregateType.RESOURCE_GROUP,
+    AggregateType.IMAGE,
+)
+TENANCY_SUBJECTS = [events_of(kind) for kind in TENANCY_TYPES]
+"""The filters a fold of the directory reads."""
+
+CLASSES: dict[AggregateType, type[Aggregate]] = {
+    cls.aggregate_type: cls
+    for cls in (Domain, Project, User, Keypair, ResourcePolicy, ResourceGroup, Image)
+}
+
+# What an unknown scope is limited to: nothing. Admission then refuses rather than admits on
+# limits it cannot see (a policy named but not yet folded, or deleted data).
+NOTHING = (SlotLimits(), DefaultForUnspecified.LIMITED)
+
+
+class NoKeypairError(DomainError):
+    """A session needs a keypair to be owned by, and the person has none in use."""
+
+
+class Directory(FoldedState):
+    def __init__(self) -> None:
+        super().__init__()
+        self.domains: dict[str, Domain] = {}
+        self.projects: dict[str, Project] = {}
+        self.users: dict[str, User] = {}
+        self.keypairs: dict[str, Keypair] = {}
+        self.policies: dict[str, ResourcePolicy] = {}
+        self.groups: dict[str, ResourceGroup] = {}
+        self.images: dict[str, Image] = {}
+        self.broken: set[str] = set()
+        """Subjects whose events this code cannot fold; nothing is decided on them."""
+        self._created_by: dict[str, str] = {}
+        self._by_type: dict[AggregateType, dict[str, Any]] = {
+            AggregateType.DOMAIN: self.domains,
+            AggregateType.PROJECT: self.projects,
+            AggregateType.USER: self.users,
+            AggregateType.KEYPAIR: self.keypairs,
+            AggregateType.RESOURCE_POLICY: self.policies,
+            AggregateType.RESOURCE_GROUP: self.groups,
+            AggregateType.IMAGE: self.images,
+        }
+
+    # ---- folding -------------------------------------------------------------------------
+
+    def evolve(self, event: StoredEvent) -> None:
+        envelope = event.envelope
+        table = self._by_type.get(envelope.aggregate_type)
+        if table is None or envelope.subject in self.broken:
+            return
+        try:
+            known: Aggregate | None = table.get(envelope.aggregate_id)
+            if known is None:
+                created = CLASSES[envelope.aggregate_type].rehydrate([envelope])
+                assert created is not None
+                table[created.id] = created
+                self._created_by[envelope.subject] = envelope.causation_id
+            else:
+                known.evolve([envelope])
+        except Exception as exc:
+            # One unreadable aggregate (newer code wrote it, or not Jetyard) must not stop
+            # the gateway or the scheduler; it is left out and said loudly.
+            self.broken.add(envelope.subject)
+            table.pop(envelope.aggregate_id, None)
+            log.warning("cannot fold %s (seq %d): %s", envelope.subject, event.seq, exc)
+
+    def is_broken(self, kind: AggregateType, aggregate_id: str) -> bool:
+        return event_subject(kind, aggregate_id) in self.broken
+
+    def created_by(self, kind: AggregateType, aggregate_id: str) -> str | None:
+        """The command (causation id) that created an aggregate: a create redelivered after
+        it was stored is recognised as done, not refused as a duplicate."""
+        return self._created_by.get(event_subject(kind, aggregate_id))
+
+    # ---- who is asking -------------------------------------------------------------------
+
+    def principal(self, actor: Actor) -> Principal | None:
+        """The person behind a keypair or user actor; None when the keypair, the user or
+        their domain is unknown or deactivated (and for services, which are not people)."""
+        if actor.kind is ActorKind.KEYPAIR:
+            keypair = self.keypairs.get(actor.id)
+            if keypair is None or not keypair.active:
+                return None
+            return self._person(keypair.user_id, actor.id)
+        if actor.kind is ActorKind.USER:
+            user = self.users.get(actor.id)
+            if user is None:
+                return None
+            default = self.keypairs.get(user.default_access_key or "")
+            access_key = default.id if default is not None and default.active else None
+            return self._person(actor.id, access_key)
+        return None
+
+    def _person(self, user_id: str, access_key: str | None) -> Principal | None:
+        user = self.users.get(user_id)
+        if user is None or not user.active:
+            return None
+        domain = self.domains.get(user.domain)
+        if domain is None or not domain.active:
+            return None
+        # A deactivated project grants nothing (no new sessions in it).
+        projects = frozenset(p for p in user.projects if self._active_project(p))
+        return Principal(user.id, user.role, user.domain, projects, access_key)
+
+    def _active_project(self, project_id: str) -> bool:
+        project = self.projects.get(project_id)
+        return project is not None and project.active
+
+    def user_by_digest(self, digest: str) -> User | None:
+        return self.users.get(user_id_for(digest))
+
+    def owner(self, principal: Principal, project_id: str) -> SessionOwner:
+        """Whose a new session is: every scope its slots are reserved on."""
+        if principal.access_key is None:
+            raise NoKeypairError(
+                f"user {principal.user_id[:8]} has no active keypair: create one first"
+            )
+        return SessionOwner(
+            access_key=principal.access_key,
+            user_id=principal.user_id,
+            project_id=project_id,
+            domain=principal.domain,
+        )
+
+    # ---- limits --------------------------------------------------------------------------
+
+    def keypair_limits(self, access_key: str) -> KeypairPolicyLimits | None:
+        """The limits of the keypair's policy; None if the keypair or policy is unknown."""
+        keypair = self.keypairs.get(access_key)
+        if keypair is None:
+            return None
+        policy = self.policies.get(policy_id_for(PolicyKind.KEYPAIR, keypair.policy))
+        return policy.keypair if policy is not None else None
+
+    def scope_limits(
+        self, kind: ScopeKind, scope_id: str
+    ) -> tuple[SlotLimits, DefaultForUnspecified]:
+        """The slots a scope may hold at once, and what unnamed slots are limited to. An
+        unknown scope may hold nothing."""
+        if kind is ScopeKind.KEYPAIR:
+            limits = self.keypair_limits(scope_id)
+            if limits is None:
+                return NOTHING
+            return limits.total_resource_slots, limits.default_for_unspecified
+        if kind is ScopeKind.USER:
+            return SlotLimits(), DefaultForUnspecified.UNLIMITED
+        scope: Project | Domain | None = (
+            self.projects.get(scope_id) if kind is ScopeKind.PROJECT else self.domains.get(scope_id)
+        )
+        if scope is None:
+            return NOTHING
+        return scope.total_resource_slots, DefaultForUnspecified.UNLIMITED
+
+    def scope_name(self, kind: ScopeKind, scope_id: str) -> str:
+        """A readable name for reasons users see ("project ml-team is at its gpu limit")."""
+        if kind is ScopeKind.PROJECT:
+            project = self.projects.get(scope_id)
+            return project.name if project is not None else scope_id[:8]
+        if kind is ScopeKind.USER:
+            return scope_id[:8]  # the id is all there is: emails never leave the seal
+        return scope_id  # a domain's id is its name; a keypair's its access key
+
+    # ---- what may be used ----------------------------------------------------------------
+
+    def allowed_groups(self, domain: str, project_id: str, access_key: str) -> set[str]:
+        """Active resource groups associated with the domain, the project or the keypair."""
+        return {
+            name
+            for name, group in self.groups.items()
+            if group.active
+            and (
+                domain in group.domains
+                or project_id in group.projects
+                or access_key in group.keypairs
+            )
+        }
+
+    def image(self, name: str) -> Image | None:
+        """A registered image (not forgotten) by name."""
+        image = self.images.get(image_id_for(name))
+        return image if image is not None and not image.forgotten else None

@@ -1,0 +1,1 @@
+"""The GraphQL admin surface: tenancy administration and quota visibility."""

@@ -1,0 +1,183 @@
+"""Admin queries: tenancy objects from the gateway's directory (the fold of ``ev.domain.*``,
+``ev.project.*``, ``ev.user.*``, ``ev.keypair.*``, ``ev.resource_policy.*``,
+``ev.resource_group.*``, ``ev.image.*``) and quota use from the fold of ``ev.quota.*``. Reads
+the people bucket to unseal emails. Writes nothing.
+
+Everything another tenant owns answers as if it did not exist: null or left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.types import Info
+
+from commands.authorisation import Principal, can_administer_cluster, can_read_domain
+from commands.tenancy import User
+from schemas.tenancy import ScopeKind
+from services.gateway.admin_api.access import (
+    own_scopes,
+    policies_in_use,
+    sees_email,
+    sees_keypair,
+    sees_project,
+    sees_scope,
+    sees_user,
+)
+from services.gateway.admin_api.inputs import choice
+from services.gateway.admin_api.types import (
+    DomainInfo,
+    ImageInfo,
+    KeypairInfo,
+    ProjectInfo,
+    Quota,
+    ResourceGroupInfo,
+    ResourcePolicyInfo,
+    UserInfo,
+    Viewer,
+    quota_slots,
+)
+from services.gateway.context import Context, ctx_of, who
+from services.gateway.inputs import InputError
+
+
+def quota_of(ctx: Context, kind: ScopeKind, scope_id: str) -> Quota:
+    directory = ctx.directory
+    limits, unspecified = directory.scope_limits(kind, scope_id)
+    used, sessions, pending = ctx.services.quotas.use(kind, scope_id)
+    # Session counts are bounded by the keypair policy only.
+    policy = directory.keypair_limits(scope_id) if kind is ScopeKind.KEYPAIR else None
+    return Quota(
+        scope=kind.value,
+        scope_id=strawberry.ID(scope_id),
+        name=directory.scope_name(kind, scope_id),
+        slots=quota_slots(limits, unspecified, used),
+        sessions=sessions,
+        max_sessions=policy.max_concurrent_sessions if policy is not None else None,
+        pending=pending,
+        max_pending=policy.max_pending_sessions if policy is not None else None,
+    )
+
+
+async def user_info(ctx: Context, me: Principal, user: User) -> UserInfo:
+    email = None
+    if sees_email(me, user):
+        email = await ctx.services.people.unseal(str(user.id), user.email_sealed)
+    return UserInfo.of(user, email)
+
+
+@strawberry.type
+class AdminQuery:
+    @strawberry.field(description="The caller, as this request authenticated them.")
+    def viewer(self, info: Info[Context, Any]) -> Viewer:
+        me = who(info)
+        return Viewer(
+            user_id=strawberry.ID(me.user_id),
+            role=me.role.value,
+            domain=me.domain,
+            projects=sorted(me.projects),
+            access_key=me.access_key,
+        )
+
+    @strawberry.field(description="Domains the caller may read (superadmins: all).")
+    def domains(self, info: Info[Context, Any]) -> list[DomainInfo]:
+        me = who(info)
+        found = ctx_of(info).directory.domains.values()
+        return [DomainInfo.of(d) for d in found if can_read_domain(me, d.name)]
+
+    @strawberry.field
+    def domain(self, info: Info[Context, Any], name: str) -> DomainInfo | None:
+        me = who(info)
+        found = ctx_of(info).directory.domains.get(name)
+        if found is None or not can_read_domain(me, name):
+            return None
+        return DomainInfo.of(found)
+
+    @strawberry.field(description="Projects the caller may read, of one domain or all.")
+    def projects(self, info: Info[Context, Any], domain: str | None = None) -> list[ProjectInfo]:
+        me = who(info)
+        found = ctx_of(info).directory.projects.values()
+        return [
+            ProjectInfo.of(p)
+            for p in found
+            if (domain is None or p.domain == domain) and sees_project(me, p)
+        ]
+
+    @strawberry.field(description="Users the caller may read, of one domain or all.")
+    async def users(self, info: Info[Context, Any], domain: str | None = None) -> list[UserInfo]:
+        me, ctx = who(info), ctx_of(info)
+        found = [
+            u
+            for u in ctx.directory.users.values()
+            if (domain is None or u.domain == domain) and sees_user(me, u)
+        ]
+        return [await user_info(ctx, me, u) for u in found]
+
+    @strawberry.field
+    async def user(self, info: Info[Context, Any], id: strawberry.ID) -> UserInfo | None:
+        me, ctx = who(info), ctx_of(info)
+        found = ctx.directory.users.get(str(id))
+        if found is None or not sees_user(me, found):
+            return None
+        return await user_info(ctx, me, found)
+
+    @strawberry.field(description="A user's keypairs (never their secret keys).")
+    def keypairs(
+        self, info: Info[Context, Any], user_id: strawberry.ID | None = None
+    ) -> list[KeypairInfo]:
+        me, directory = who(info), ctx_of(info).directory
+        owner = str(user_id) if user_id is not None else me.user_id
+        user = directory.users.get(owner)
+        if user is None or not sees_user(me, user):
+            return []
+        return [
+            KeypairInfo.of(k, user.default_access_key)
+            for k in directory.keypairs.values()
+            if k.user_id == owner and sees_keypair(me, k)
+        ]
+
+    @strawberry.field(description="All policies for superadmins; others: those that bind them.")
+    def resource_policies(self, info: Info[Context, Any]) -> list[ResourcePolicyInfo]:
+        me, directory = who(info), ctx_of(info).directory
+        if can_administer_cluster(me):
+            return [ResourcePolicyInfo.of(p) for p in directory.policies.values()]
+        ids = policies_in_use(directory, me)
+        return [ResourcePolicyInfo.of(p) for i, p in directory.policies.items() if i in ids]
+
+    @strawberry.field(description="All groups for superadmins; others: the groups they may use.")
+    def resource_groups(self, info: Info[Context, Any]) -> list[ResourceGroupInfo]:
+        me, directory = who(info), ctx_of(info).directory
+        if can_administer_cluster(me):
+            return [ResourceGroupInfo.of(g, members=True) for g in directory.groups.values()]
+        names: set[str] = set()
+        for project in me.projects or {""}:
+            names |= directory.allowed_groups(me.domain, project, me.access_key or "")
+        return [
+            ResourceGroupInfo.of(directory.groups[n], members=False)
+            for n in sorted(names)
+            if n in directory.groups
+        ]
+
+    @strawberry.field(description="Registered images (not forgotten).")
+    def images(self, info: Info[Context, Any]) -> list[ImageInfo]:
+        who(info)
+        found = ctx_of(info).directory.images.values()
+        return [ImageInfo.of(i) for i in found if not i.forgotten]
+
+    @strawberry.field(description="What one scope may hold and holds now; null if not visible.")
+    def quota(self, info: Info[Context, Any], scope: str, id: strawberry.ID) -> Quota | None:
+        me, ctx = who(info), ctx_of(info)
+        try:
+            kind = choice("scope", scope, ScopeKind)
+        except InputError as exc:
+            raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
+        if not sees_scope(ctx.directory, me, kind, str(id)):
+            return None
+        return quota_of(ctx, kind, str(id))
+
+    @strawberry.field(description="The caller's keypair, user, project and domain quotas.")
+    def my_quota(self, info: Info[Context, Any]) -> list[Quota]:
+        me, ctx = who(info), ctx_of(info)
+        return [quota_of(ctx, kind, scope_id) for kind, scope_id in own_scopes(me)]

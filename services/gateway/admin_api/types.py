@@ -1,0 +1,319 @@
+"""GraphQL object types of the admin surface: tenancy objects as the gateway's directory holds
+them, quota use per scope, and admin command outcomes. Never a secret key; an email only
+where the resolver unsealed it for someone allowed to see it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import strawberry
+
+from commands.tenancy import Domain, Image, Keypair, Project, ResourceGroup, ResourcePolicy, User
+from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
+from schemas.tenancy import (
+    SLOT_NAMES,
+    DefaultForUnspecified,
+    KeypairPolicyLimits,
+    SlotLimits,
+    StoragePolicyLimits,
+)
+from services.gateway.types import OutcomeStatus
+
+UNLIMITED = "unlimited"
+
+
+def _cpu(milli: int) -> str:
+    return str(Decimal(milli) / CPU_QUANTUM)
+
+
+def _gpu(hundredths: int) -> str:
+    return str(Decimal(hundredths) / GPU_QUANTUM)
+
+
+_SHOW: dict[str, Callable[[int], str]] = {"cpu": _cpu, "memory": str, "gpu": _gpu}
+_FIELD = {"cpu": "cpu_milli", "memory": "memory_bytes", "gpu": "gpu_hundredths"}
+
+
+@strawberry.type(description="A limit per slot; null: the slot is not named.")
+class Limits:
+    cpu: str | None = strawberry.field(description="cores, as a decimal string")
+    memory_bytes: str | None
+    gpu: str | None = strawberry.field(description="devices, as a decimal string")
+
+    @classmethod
+    def of(cls, limits: SlotLimits) -> Limits:
+        return cls(
+            cpu=None if limits.cpu_milli is None else _cpu(limits.cpu_milli),
+            memory_bytes=None if limits.memory_bytes is None else str(limits.memory_bytes),
+            gpu=None if limits.gpu_hundredths is None else _gpu(limits.gpu_hundredths),
+        )
+
+
+@strawberry.type
+class Slots:
+    cpu: str
+    memory_bytes: str
+    gpu: str
+
+    @classmethod
+    def of(cls, slots: ResourceSlots) -> Slots:
+        return cls(
+            cpu=_cpu(slots.cpu_milli),
+            memory_bytes=str(slots.memory_bytes),
+            gpu=_gpu(slots.gpu_hundredths),
+        )
+
+
+@strawberry.type
+class DomainInfo:
+    name: strawberry.ID
+    description: str
+    total_resource_slots: Limits
+    active: bool
+
+    @classmethod
+    def of(cls, domain: Domain) -> DomainInfo:
+        return cls(
+            name=strawberry.ID(domain.name),
+            description=domain.description,
+            total_resource_slots=Limits.of(domain.total_resource_slots),
+            active=domain.active,
+        )
+
+
+@strawberry.type
+class ProjectInfo:
+    id: strawberry.ID
+    domain: str
+    name: str
+    description: str
+    total_resource_slots: Limits
+    policy: str
+    active: bool
+
+    @classmethod
+    def of(cls, project: Project) -> ProjectInfo:
+        return cls(
+            id=strawberry.ID(str(project.id)),
+            domain=project.domain,
+            name=project.name,
+            description=project.description,
+            total_resource_slots=Limits.of(project.total_resource_slots),
+            policy=project.policy,
+            active=project.active,
+        )
+
+
+@strawberry.type
+class UserInfo:
+    id: strawberry.ID
+    domain: str
+    role: str
+    email: str | None = strawberry.field(description="only for the person and their admins")
+    policy: str
+    projects: list[str]
+    default_access_key: str | None
+    active: bool
+
+    @classmethod
+    def of(cls, user: User, email: str | None) -> UserInfo:
+        return cls(
+            id=strawberry.ID(str(user.id)),
+            domain=user.domain,
+            role=user.role.value,
+            email=email,
+            policy=user.policy,
+            projects=sorted(user.projects),
+            default_access_key=user.default_access_key,
+            active=user.active,
+        )
+
+
+@strawberry.type(description="A keypair; its secret key is shown once, when it is created.")
+class KeypairInfo:
+    access_key: strawberry.ID
+    user_id: str
+    domain: str
+    policy: str
+    rate_limit: int | None
+    is_default: bool
+    active: bool
+
+    @classmethod
+    def of(cls, keypair: Keypair, default_access_key: str | None) -> KeypairInfo:
+        access_key = str(keypair.id)
+        return cls(
+            access_key=strawberry.ID(access_key),
+            user_id=keypair.user_id,
+            domain=keypair.domain,
+            policy=keypair.policy,
+            rate_limit=keypair.rate_limit,
+            is_default=access_key == default_access_key,
+            active=keypair.active,
+        )
+
+
+@strawberry.type
+class KeypairLimits:
+    total_resource_slots: Limits
+    default_for_unspecified: str
+    max_concurrent_sessions: int | None
+    max_pending_sessions: int | None
+    max_pending_resource_slots: Limits
+    max_containers_per_session: int
+    max_session_lifetime_s: int | None
+    idle_timeout_s: int | None
+    max_priority: int
+
+    @classmethod
+    def of(cls, limits: KeypairPolicyLimits) -> KeypairLimits:
+        return cls(
+            total_resource_slots=Limits.of(limits.total_resource_slots),
+            default_for_unspecified=limits.default_for_unspecified.value,
+            max_concurrent_sessions=limits.max_concurrent_sessions,
+            max_pending_sessions=limits.max_pending_sessions,
+            max_pending_resource_slots=Limits.of(limits.max_pending_resource_slots),
+            max_containers_per_session=limits.max_containers_per_session,
+            max_session_lifetime_s=limits.max_session_lifetime_s,
+            idle_timeout_s=limits.idle_timeout_s,
+            max_priority=limits.max_priority,
+        )
+
+
+@strawberry.type
+class StorageLimits:
+    max_vfolder_count: int | None
+    max_quota_scope_size_bytes: str | None
+
+    @classmethod
+    def of(cls, limits: StoragePolicyLimits) -> StorageLimits:
+        size = limits.max_quota_scope_size_bytes
+        return cls(
+            max_vfolder_count=limits.max_vfolder_count,
+            max_quota_scope_size_bytes=None if size is None else str(size),
+        )
+
+
+@strawberry.type
+class ResourcePolicyInfo:
+    id: strawberry.ID
+    kind: str
+    name: str
+    keypair: KeypairLimits | None
+    storage: StorageLimits | None
+
+    @classmethod
+    def of(cls, policy: ResourcePolicy) -> ResourcePolicyInfo:
+        return cls(
+            id=strawberry.ID(str(policy.id)),
+            kind=policy.kind.value,
+            name=policy.name,
+            keypair=None if policy.keypair is None else KeypairLimits.of(policy.keypair),
+            storage=None if policy.storage is None else StorageLimits.of(policy.storage),
+        )
+
+
+@strawberry.type
+class ResourceGroupInfo:
+    name: strawberry.ID
+    description: str
+    queue_policy: str
+    agent_selection: str
+    allowed_session_types: list[str]
+    domains: list[str] | None = strawberry.field(description="null unless a superadmin asks")
+    projects: list[str] | None
+    keypairs: list[str] | None
+    active: bool
+
+    @classmethod
+    def of(cls, group: ResourceGroup, *, members: bool) -> ResourceGroupInfo:
+        # Who else may use a group is another tenant's business: only superadmins see it.
+        return cls(
+            name=strawberry.ID(group.name),
+            description=group.description,
+            queue_policy=group.queue_policy.value,
+            agent_selection=group.agent_selection.value,
+            allowed_session_types=[t.value for t in group.allowed_session_types],
+            domains=sorted(group.domains) if members else None,
+            projects=sorted(group.projects) if members else None,
+            keypairs=sorted(group.keypairs) if members else None,
+            active=group.active,
+        )
+
+
+@strawberry.type
+class ImageInfo:
+    id: strawberry.ID
+    name: str
+    min_resources: Slots
+    max_resources: Limits
+
+    @classmethod
+    def of(cls, image: Image) -> ImageInfo:
+        return cls(
+            id=strawberry.ID(str(image.id)),
+            name=image.name,
+            min_resources=Slots.of(image.min_resources),
+            max_resources=Limits.of(image.max_resources),
+        )
+
+
+@strawberry.type(description="The caller, as this request authenticated them.")
+class Viewer:
+    user_id: strawberry.ID
+    role: str
+    domain: str
+    projects: list[str]
+    access_key: str | None
+
+
+@strawberry.type
+class QuotaSlot:
+    slot: str = strawberry.field(description="cpu (cores) | memory (bytes) | gpu (devices)")
+    used: str
+    limit: str = strawberry.field(description='a decimal string, or "unlimited"')
+
+
+@strawberry.type(description="What one scope may hold and holds now.")
+class Quota:
+    scope: str = strawberry.field(description="keypair | user | project | domain")
+    scope_id: strawberry.ID
+    name: str | None
+    slots: list[QuotaSlot]
+    sessions: int = strawberry.field(description="sessions holding a reservation")
+    max_sessions: int | None = strawberry.field(description="null: no limit")
+    pending: int = strawberry.field(description="sessions waiting for admission")
+    max_pending: int | None = strawberry.field(description="null: no limit")
+
+
+def quota_slots(
+    limits: SlotLimits, unspecified: DefaultForUnspecified, used: ResourceSlots
+) -> list[QuotaSlot]:
+    found = []
+    for slot in SLOT_NAMES:
+        limit = limits.limit(slot, unspecified)
+        show = _SHOW[slot]
+        found.append(
+            QuotaSlot(
+                slot=slot,
+                used=show(getattr(used, _FIELD[slot])),
+                limit=UNLIMITED if limit is None else show(limit),
+            )
+        )
+    return found
+
+
+@strawberry.type
+class AdminOutcome:
+    command_id: strawberry.ID
+    status: OutcomeStatus
+    message: str
+    id: strawberry.ID | None = strawberry.field(description="the object the command is about")
+
+
+@strawberry.type(description="A new keypair: the secret key is shown here once and never again.")
+class IssuedKeypair:
+    outcome: AdminOutcome
+    access_key: strawberry.ID
+    secret_key: str

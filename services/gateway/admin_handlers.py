@@ -1,0 +1,233 @@
+"""The admin module's decisions, and what they share: one pure function per command on
+``cmd.domain.*``, ``cmd.project.*`` and ``cmd.resource_policy.*``, deciding on the folded
+``Directory`` (resource groups and images: ``admin_resources``; people: ``admin_people``).
+
+Each checks who may act (``commands.authorisation``; ``who`` is None for a trusted service),
+then the rules that span aggregates, then lets the aggregates decide on working copies. It
+returns the changed aggregates (the module writes them as one guarded commit) or a refusal.
+Nothing here does I/O or reads the clock.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from commands import admin as a
+from commands import authorisation as auth
+from commands.aggregate import Aggregate
+from commands.directory import Directory
+from commands.messages import Command
+from commands.outcome import Code, Rejected
+from commands.tenancy import Domain, Project, ResourcePolicy
+from schemas.subjects import AggregateType
+from schemas.tenancy import PolicyKind, Role, policy_id_for, project_id_for
+
+A = TypeVar("A", bound=Aggregate)
+Who = auth.Principal | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a decision changed (aggregates with pending events; others are skipped)."""
+
+    aggregates: tuple[Aggregate, ...]
+    message: str
+
+
+Decision = Change | Rejected
+Decide = Callable[[Any, Directory, Who, datetime], Decision]
+
+
+def working_copy(aggregate: A | None) -> A | None:
+    """A copy to decide on: tenancy aggregates hold only immutable values, so copying the
+    library's pending list is enough to leave the folded one untouched if the write fails."""
+    if aggregate is None:
+        return None
+    clone = copy.copy(aggregate)
+    for name, value in vars(aggregate).items():
+        if isinstance(value, list | dict | set):
+            setattr(clone, name, copy.copy(value))
+    return clone
+
+
+def said(changed: bool, done: str, already: str) -> str:
+    return done if changed else already
+
+
+def forbidden(allowed: bool, who: Who, what: str) -> Rejected | None:
+    if who is None or allowed:
+        return None
+    return Rejected(Code.FORBIDDEN, f"a {who.role.value} of domain {who.domain} may not {what}")
+
+
+def missing(what: str) -> Rejected:
+    return Rejected(Code.NOT_FOUND, f"there is no {what}")
+
+
+def exists(d: Directory, kind: AggregateType, key: str, cmd: Command, what: str) -> Decision:
+    if d.created_by(kind, key) == cmd.command_id:
+        return Change((), f"{what} was created by this command already")  # a redelivery
+    return Rejected(Code.CONFLICT, f"{what} already exists")
+
+
+def usable_domain(d: Directory, name: str) -> Rejected | None:
+    domain = d.domains.get(name)
+    if domain is None:
+        return missing(f"domain {name}: create it first")
+    if not domain.active:
+        return Rejected(Code.INVALID, f"domain {name} is deactivated")
+    return None
+
+
+def policy_known(d: Directory, kind: PolicyKind, name: str) -> Rejected | None:
+    if policy_id_for(kind, name) in d.policies:
+        return None
+    return missing(f"{kind.value} resource policy {name}: create it first")
+
+
+def cluster_admin(who: Who, what: str) -> Rejected | None:
+    return forbidden(who is None or auth.can_administer_cluster(who), who, what)
+
+
+def domain_admin(who: Who, domain: str, what: str) -> Rejected | None:
+    return forbidden(who is None or auth.can_administer_domain(who, domain), who, what)
+
+
+def grants(who: Who, *roles: Role) -> Rejected | None:
+    for role in roles:
+        if who is not None and not auth.can_grant_role(who, role):
+            return forbidden(False, who, f"grant or change the role {role.value}")
+    return None
+
+
+# ---- domains ------------------------------------------------------------------------------
+
+
+def create_domain(cmd: a.CreateDomain, d: Directory, who: Who, now: datetime) -> Decision:
+    if refused := cluster_admin(who, "create domains"):
+        return refused
+    if cmd.name in d.domains:
+        return exists(d, AggregateType.DOMAIN, cmd.name, cmd, f"domain {cmd.name}")
+    domain = Domain.create(cmd.name, cmd.description, cmd.total_resource_slots, now)
+    return Change((domain,), f"domain {cmd.name} created")
+
+
+def _domain_change(
+    cmd: Any, d: Directory, who: Who, act: Callable[[Domain], bool], done: str, already: str
+) -> Decision:
+    if refused := cluster_admin(who, "change domains"):
+        return refused
+    domain = working_copy(d.domains.get(cmd.name))
+    if domain is None:
+        return missing(f"domain {cmd.name}")
+    changed = act(domain)
+    return Change((domain,), f"domain {cmd.name} " + said(changed, done, already))
+
+
+def modify_domain(cmd: a.ModifyDomain, d: Directory, who: Who, now: datetime) -> Decision:
+    def act(x: Domain) -> bool:
+        return x.modify(cmd.description, cmd.total_resource_slots, now)
+
+    return _domain_change(cmd, d, who, act, "modified", "already had these settings")
+
+
+def deactivate_domain(cmd: a.DeactivateDomain, d: Directory, who: Who, now: datetime) -> Decision:
+    def act(x: Domain) -> bool:
+        return x.deactivate(cmd.reason, now)
+
+    return _domain_change(cmd, d, who, act, "deactivated", "was already deactivated")
+
+
+def reactivate_domain(cmd: a.ReactivateDomain, d: Directory, who: Who, now: datetime) -> Decision:
+    return _domain_change(
+        cmd, d, who, lambda x: x.reactivate(now), "reactivated", "was already active"
+    )
+
+
+# ---- projects -----------------------------------------------------------------------------
+
+
+def create_project(cmd: a.CreateProject, d: Directory, who: Who, now: datetime) -> Decision:
+    if refused := domain_admin(who, cmd.domain, f"create projects in domain {cmd.domain}"):
+        return refused
+    project_id = project_id_for(cmd.domain, cmd.name)
+    if project_id in d.projects:
+        what = f"project {cmd.name} in domain {cmd.domain}"
+        return exists(d, AggregateType.PROJECT, project_id, cmd, what)
+    if refused := usable_domain(d, cmd.domain) or policy_known(d, PolicyKind.PROJECT, cmd.policy):
+        return refused
+    project = Project.create(
+        project_id, cmd.domain, cmd.name, cmd.description, cmd.total_resource_slots,
+        cmd.policy, now,
+    )  # fmt: skip
+    return Change((project,), f"project {cmd.name} created in domain {cmd.domain}")
+
+
+def _project_change(
+    cmd: Any, d: Directory, who: Who, act: Callable[[Project], bool], done: str, already: str
+) -> Decision:
+    project = working_copy(d.projects.get(cmd.project_id))
+    if project is None:
+        return missing(f"project {cmd.project_id}")
+    if refused := domain_admin(who, project.domain, f"change projects of {project.domain}"):
+        return refused
+    changed = act(project)
+    return Change((project,), f"project {project.name} " + said(changed, done, already))
+
+
+def modify_project(cmd: a.ModifyProject, d: Directory, who: Who, now: datetime) -> Decision:
+    if cmd.project_id in d.projects and (
+        refused := policy_known(d, PolicyKind.PROJECT, cmd.policy)
+    ):
+        return refused
+
+    def act(x: Project) -> bool:
+        return x.modify(cmd.description, cmd.total_resource_slots, cmd.policy, now)
+
+    return _project_change(cmd, d, who, act, "modified", "already had these settings")
+
+
+def deactivate_project(cmd: a.DeactivateProject, d: Directory, who: Who, now: datetime) -> Decision:
+    def act(x: Project) -> bool:
+        return x.deactivate(cmd.reason, now)
+
+    return _project_change(cmd, d, who, act, "deactivated", "was already deactivated")
+
+
+def reactivate_project(cmd: a.ReactivateProject, d: Directory, who: Who, now: datetime) -> Decision:
+    return _project_change(
+        cmd, d, who, lambda x: x.reactivate(now), "reactivated", "was already active"
+    )
+
+
+# ---- resource policies --------------------------------------------------------------------
+
+
+def create_resource_policy(
+    cmd: a.CreateResourcePolicy, d: Directory, who: Who, now: datetime
+) -> Decision:
+    if refused := cluster_admin(who, "create resource policies"):
+        return refused
+    what = f"{cmd.kind.value} resource policy {cmd.name}"
+    policy_id = policy_id_for(cmd.kind, cmd.name)
+    if policy_id in d.policies:
+        return exists(d, AggregateType.RESOURCE_POLICY, policy_id, cmd, what)
+    policy = ResourcePolicy.create(cmd.kind, cmd.name, cmd.keypair, cmd.storage, now)
+    return Change((policy,), f"{what} created")
+
+
+def modify_resource_policy(
+    cmd: a.ModifyResourcePolicy, d: Directory, who: Who, now: datetime
+) -> Decision:
+    if refused := cluster_admin(who, "change resource policies"):
+        return refused
+    what = f"{cmd.kind.value} resource policy {cmd.name}"
+    policy = working_copy(d.policies.get(policy_id_for(cmd.kind, cmd.name)))
+    if policy is None:
+        return missing(what)
+    changed = policy.modify(cmd.keypair, cmd.storage, now)
+    return Change((policy,), f"{what} " + said(changed, "modified", "already had these limits"))

@@ -1,0 +1,17 @@
+"""The GraphQL admin surface the lead merges into the schema: tenancy administration and
+quota visibility (``services.gateway.admin_api``). Reads the directory and quota folds;
+writes ``cmd.domain.*``, ``cmd.project.*``, ``cmd.user.*``, ``cmd.keypair.*``,
+``cmd.resource_policy.*``, ``cmd.resource_group.*``, ``cmd.image.*``."""
+
+from __future__ import annotations
+
+from strawberry.tools import merge_types
+
+from services.gateway.admin_api.cluster import ClusterMutation
+from services.gateway.admin_api.keypairs import KeypairMutation
+from services.gateway.admin_api.queries import AdminQuery
+from services.gateway.admin_api.tenancy import TenancyMutation
+
+AdminMutation = merge_types("AdminMutation", (TenancyMutation, KeypairMutation, ClusterMutation))
+
+__all__ = ["AdminMutation", "AdminQuery"]

@@ -1,0 +1,1 @@
+"""Gateway authentication: signed requests, logins, secrets and passwords at rest, rate limits."""

@@ -1,0 +1,100 @@
+"""What every resolver gets: the read side, the command bus, the credential stores and the
+principal this request authenticated as (None: nobody; only ``login`` answers them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphql import GraphQLError
+from strawberry.types import Info
+
+from commands.authorisation import Principal
+from commands.bus import CommandBus
+from events.bus import Bus
+from services.gateway.settings import GatewaySettings
+from services.gateway.views import Views
+
+if TYPE_CHECKING:
+    from commands.directory import Directory
+    from services.gateway.access import AccessLog
+    from services.gateway.auth.authenticate import Authenticator
+    from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
+    from services.gateway.quotas import QuotaUse
+
+
+@dataclass
+class Services:
+    """Built once at start-up and shared by every request."""
+
+    views: Views
+    commands: CommandBus
+    bus: Bus
+    settings: GatewaySettings
+    directory: Directory
+    vault: SecretVault
+    people: PeopleVault
+    passwords: PasswordStore
+    authenticator: Authenticator
+    access: AccessLog
+    quotas: QuotaUse
+    email_key: bytes
+    """Key of the email digests (derived from the secrets key)."""
+
+
+@dataclass
+class Context:
+    services: Services
+    principal: Principal | None
+    bearer: str | None = None
+    """The login token the request carried, if it was not signed with a keypair."""
+    source: str = "-"
+    """The client's address, for the access log."""
+    operations: list[str] = field(default_factory=list)
+    """Root fields this request resolved (the access log's operation)."""
+    denied: list[str] = field(default_factory=list)
+    """Why parts of this request were refused (the access log's outcome)."""
+    connection_params: dict[str, Any] | None = None
+    """A WebSocket's ``connection_init`` payload (strawberry sets it)."""
+
+    # Shortcuts, so resolvers read ``ctx.views`` rather than ``ctx.services.views``.
+    @property
+    def views(self) -> Views:
+        return self.services.views
+
+    @property
+    def commands(self) -> CommandBus:
+        return self.services.commands
+
+    @property
+    def bus(self) -> Bus:
+        return self.services.bus
+
+    @property
+    def settings(self) -> GatewaySettings:
+        return self.services.settings
+
+    @property
+    def directory(self) -> Directory:
+        return self.services.directory
+
+
+def ctx_of(info: Info[Context, Any]) -> Context:
+    return info.context
+
+
+def who(info: Info[Context, Any]) -> Principal:
+    """The authenticated principal, or the GraphQL error every unauthenticated call gets."""
+    ctx = ctx_of(info)
+    if ctx.principal is None:
+        raise GraphQLError(
+            "authentication required: sign the request with a keypair or log in",
+            extensions={"code": "unauthenticated"},
+        )
+    return ctx.principal
+
+
+def forbidden(info: Info[Context, Any], message: str) -> GraphQLError:
+    """A refusal for something the caller may know exists (admin operations)."""
+    ctx_of(info).denied.append(message)
+    return GraphQLError(message, extensions={"code": "forbidden"})

@@ -1,0 +1,108 @@
+"""What each quota scope holds now, for the gateway's quota queries: a fold of ``ev.quota.>``
+(reservations and queued sessions per scope, keyed by session id). Reads only; writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from events.bus import Bus
+from events.catalogue import CATALOGUE
+from events.domain.quota import (
+    QuotaReleased,
+    QuotaReserved,
+    QuotaSessionDequeued,
+    QuotaSessionQueued,
+)
+from events.envelope import StoredEvent
+from events.fold import Fold, FoldedState
+from schemas.resources import ZERO, ResourceSlots
+from schemas.subjects import AggregateType, events_of
+from schemas.tenancy import ScopeKind, quota_id_for
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 1.0
+RETRY_AFTER_S = 1.0
+
+
+class QuotaHoldings(FoldedState):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reserved: dict[str, dict[str, ResourceSlots]] = {}
+        """Quota id -> session id -> the slots reserved for it on that scope."""
+        self.queued: dict[str, dict[str, ResourceSlots]] = {}
+        """Quota id -> session id -> the slots of a session waiting for admission."""
+
+    def evolve(self, event: StoredEvent) -> None:
+        envelope = event.envelope
+        if envelope.aggregate_type is not AggregateType.QUOTA:
+            return
+        try:
+            decoded = CATALOGUE.decode(envelope)
+        except Exception as exc:
+            # Visibility only: one unreadable event must not stop the others being shown.
+            log.warning("cannot fold %s at seq %d: %r", envelope.name, event.seq, exc)
+            return
+        quota = envelope.aggregate_id
+        if isinstance(decoded, QuotaSessionQueued):
+            self.queued.setdefault(quota, {})[decoded.session_id] = decoded.slots
+        elif isinstance(decoded, QuotaSessionDequeued):
+            self.queued.get(quota, {}).pop(decoded.session_id, None)
+        elif isinstance(decoded, QuotaReserved):
+            # A reservation on the keypair scope also takes the session off its queue.
+            self.queued.get(quota, {}).pop(decoded.session_id, None)
+            self.reserved.setdefault(quota, {})[decoded.session_id] = decoded.slots
+        elif isinstance(decoded, QuotaReleased):
+            self.reserved.get(quota, {}).pop(decoded.session_id, None)
+
+    def use(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int, int]:
+        quota = quota_id_for(kind, scope_id)
+        reserved = self.reserved.get(quota, {})
+        used = sum(reserved.values(), ZERO)
+        return used, len(reserved), len(self.queued.get(quota, {}))
+
+    def queued_slots(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
+        return sum(self.queued.get(quota_id_for(kind, scope_id), {}).values(), ZERO)
+
+
+class QuotaUse:
+    """The holdings, kept current by a task following the log."""
+
+    def __init__(self, bus: Bus, *, poll_timeout_s: float = POLL_TIMEOUT_S) -> None:
+        self.state = QuotaHoldings()
+        self.fold = Fold(bus, self.state, subjects=[events_of(AggregateType.QUOTA)])
+        self._poll_timeout_s = poll_timeout_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Catch up with the log as it is now, then follow it."""
+        await self.fold.catch_up(timeout=self._poll_timeout_s)
+        self._task = asyncio.create_task(self._follow(), name="gateway:quotas")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.fold.close()
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                await self.fold.poll(self._poll_timeout_s)
+            except Exception as exc:
+                # The tail recreates its consumer itself; this is a lost connection.
+                log.warning("reading quota events failed (%r); trying again", exc)
+                await asyncio.sleep(RETRY_AFTER_S)
+
+    def use(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int, int]:
+        """(slots in use, sessions holding a reservation, sessions queued) on one scope."""
+        return self.state.use(kind, scope_id)
+
+    def queued_slots(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
+        """The slots of the sessions queued on one scope (what max pending slots bounds)."""
+        return self.state.queued_slots(kind, scope_id)
