@@ -106,7 +106,7 @@ async def _session_of(store: EventStore, person: Person) -> str:
 
 @pytest.fixture(scope="module")
 async def world(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
-    async with running_gateway(bus, tmp_path_factory.mktemp("authz"), command_timeout_s=0.3) as gw:
+    async with running_gateway(bus, tmp_path_factory.mktemp("authz"), command_timeout_s=2.0) as gw:
         tag = new_id()[:6]
         da, db = f"da-{tag}", f"db-{tag}"
         for domain in (da, db):
