@@ -67,7 +67,8 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
             await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     except (OSError, DBAPIError) as exc:
         await admin.dispose()
-        pytest.skip(f"no PostgreSQL at {PG_ADMIN}: {exc}")
+        # The README and CI promise PostgreSQL: its absence is a broken set-up, not a pass.
+        pytest.fail(f"no PostgreSQL at {PG_ADMIN} (set JETYARD_TEST_POSTGRES): {exc}")
     try:
         yield make_url(normalise_url(PG_ADMIN)).set(database=name).render_as_string(False)
     finally:
