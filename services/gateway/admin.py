@@ -9,8 +9,6 @@ from the ack, and decides again after a conflict. Writes ``out.<command id>`` vi
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -23,7 +21,7 @@ from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
 from commands.tenancy import InvalidSettingsError, User
 from events.bus import Bus
-from events.fold import Fold
+from events.fold import Fold, Follower
 from events.store import EventStore
 from events.writes import AggregateRef, ConcurrencyConflict, Write
 from schemas.principal import ActorKind
@@ -101,10 +99,9 @@ class AdminModule:
             store=self.store, clock=clock,
         )  # fmt: skip
         self._stopping = False
-        self._follower: asyncio.Task[None] | None = None
-        self._polled = asyncio.Condition()
-        self._polls_started = 0
-        self._last_poll = (0, False)  # (poll number, found nothing)
+        self._follower = Follower(
+            self.fold, self.store, poll_timeout_s=poll_timeout_s, retry_after_s=poll_timeout_s
+        )
 
     @property
     def directory(self) -> Directory:
@@ -126,7 +123,7 @@ class AdminModule:
             "admin caught up at seq %d: %d domains, %d projects, %d users, %d keypairs",
             target, len(d.domains), len(d.projects), len(d.users), len(d.keypairs),
         )  # fmt: skip
-        self._follower = asyncio.create_task(self._follow(), name="admin:follow")
+        self._follower.start("admin:follow")
         await self.runner.start()
 
     async def stop(self) -> None:
@@ -134,39 +131,12 @@ class AdminModule:
             return
         self._stopping = True
         await self.runner.stop()
-        if self._follower is not None:
-            self._follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._follower
+        await self._follower.stop()
         await self.fold.close()
 
-    async def _follow(self) -> None:
-        while not self._stopping:
-            self._polls_started += 1
-            number, before = self._polls_started, self._state.position
-            try:
-                await self.fold.poll(self._poll_timeout_s)
-                empty = self._state.position == before
-            except Exception as exc:
-                log.warning("reading the log failed (%r); trying again", exc)
-                empty = False
-                await asyncio.sleep(self._poll_timeout_s)
-            async with self._polled:
-                self._last_poll = (number, empty)
-                self._polled.notify_all()
-
     async def sync(self) -> None:
-        """Return once everything stored before this call is folded: the position passed the
-        log's end as read now, or a read that began after that found nothing more for us."""
-        target = await self.store.stream_last_seq()
-        began_after = self._polls_started
-
-        def synced() -> bool:
-            number, empty = self._last_poll
-            return self._state.position >= target or (number > began_after and empty)
-
-        async with self._polled:
-            await asyncio.wait_for(self._polled.wait_for(synced), SYNC_TIMEOUT_S)
+        """Return once everything stored before this call is folded."""
+        await self._follower.sync(SYNC_TIMEOUT_S)
 
     # ---- deciding ------------------------------------------------------------------------
 

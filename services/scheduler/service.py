@@ -23,7 +23,7 @@ from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
-from events.fold import Fold
+from events.fold import Fold, Follower
 from events.leases import Lease
 from events.store import EventStore
 from schemas.ids import new_id
@@ -80,11 +80,11 @@ class Scheduler:
         """Passes that ran (with or without writing): for tests and metrics."""
         self._stopping = False
         self._deciding = False
-        self._follower: asyncio.Task[None] | None = None
         self._decider: asyncio.Task[None] | None = None
-        self._polled = asyncio.Condition()
-        self._polls_started = 0
-        self._last_poll = (0, False)  # (poll number, found nothing)
+        self._follower = Follower(
+            self.fold, self.store,
+            poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.retry_after_s,
+        )  # fmt: skip
 
     # ---- life cycle ----------------------------------------------------------------------
 
@@ -96,7 +96,7 @@ class Scheduler:
             target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
             len(self.state.nodes), len(self.state.agents),
         )  # fmt: skip
-        self._follower = asyncio.create_task(self._follow(), name="scheduler:follow")
+        self._follower.start("scheduler:follow")
         self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
         await self.runner.start()
 
@@ -115,42 +115,14 @@ class Scheduler:
                 await self._decider
         for lease in self.leases.values():
             await lease.release()
-        if self._follower is not None:
-            self._follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._follower
+        await self._follower.stop()
         await self.fold.close()
 
     # ---- following the log ---------------------------------------------------------------
 
-    async def _follow(self) -> None:
-        while not self._stopping:
-            self._polls_started += 1
-            number, before = self._polls_started, self.state.position
-            try:
-                await self.fold.poll(self.settings.poll_timeout_s)
-                empty = self.state.position == before
-            except Exception as exc:
-                # The tail recreates its consumer itself; this is a lost connection.
-                log.warning("reading the log failed (%r); trying again", exc)
-                empty = False
-                await asyncio.sleep(self.settings.retry_after_s)
-            async with self._polled:
-                self._last_poll = (number, empty)
-                self._polled.notify_all()
-
     async def sync(self) -> None:
-        """Return once everything stored before this call is folded: the position passed the
-        log's end as read now, or a read that began after that found nothing more for us."""
-        target = await self.store.stream_last_seq()
-        began_after = self._polls_started
-
-        def synced() -> bool:
-            number, empty = self._last_poll
-            return self.state.position >= target or (number > began_after and empty)
-
-        async with self._polled:
-            await asyncio.wait_for(self._polled.wait_for(synced), SYNC_TIMEOUT_S)
+        """Return once everything stored before this call is folded."""
+        await self._follower.sync(SYNC_TIMEOUT_S)
 
     async def settle(self, timeout: float = SYNC_TIMEOUT_S) -> None:
         """Return once everything stored before this call is folded and decided: no pass is
