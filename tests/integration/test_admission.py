@@ -9,12 +9,10 @@ asserted is admission alone (``session.admitted`` and the quota aggregates).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from nats.js.errors import NotFoundError
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession, TerminateSession
@@ -29,7 +27,7 @@ from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
-from schemas.subjects import COMMANDS_STREAM, AggregateType
+from schemas.subjects import AggregateType
 from schemas.tenancy import (
     DefaultForUnspecified,
     KeypairPolicyLimits,
@@ -39,7 +37,6 @@ from schemas.tenancy import (
     quota_id_for,
 )
 from services.scheduler.service import Scheduler
-from services.scheduler.settings import SchedulerSettings
 from tests.integration.test_scheduler import FakeAgent, eventually
 from tests.tenancy_support import Tenancy, add_member, deactivate_keypair, make_tenancy
 
@@ -50,29 +47,6 @@ ONE_GPU = ResourceSlots.of(cpu=1, memory=1 << 30, gpu=1)
 @pytest.fixture
 def store(bus: Bus) -> EventStore:
     return EventStore(bus)
-
-
-@pytest.fixture
-async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
-    """Replicas sharing one fresh durable consumer (so they share the command work queue)."""
-    settings = SchedulerSettings(
-        durable=f"admission-test-{new_id()[:8]}", poll_timeout_s=0.25, command_fetch_timeout_s=0.2
-    )
-    running: list[Scheduler] = []
-
-    async def start(**overrides: Any) -> Scheduler:
-        scheduler = Scheduler(bus, settings.model_copy(update=overrides))
-        await scheduler.start()
-        running.append(scheduler)
-        return scheduler
-
-    try:
-        yield start
-    finally:
-        for scheduler in running:
-            await scheduler.stop()
-        with contextlib.suppress(NotFoundError):
-            await bus.js.delete_consumer(COMMANDS_STREAM, settings.durable)
 
 
 @pytest.fixture

@@ -9,13 +9,11 @@ policy limits nothing, so admission admits every session at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
-from nats.js.errors import NotFoundError
 
 from commands.agent import Agent
 from commands.bus import CommandBus
@@ -31,10 +29,9 @@ from schemas.ids import new_id, node_id_for_host, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
-from schemas.subjects import COMMANDS_STREAM, AggregateType
+from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 from services.scheduler.service import Scheduler
-from services.scheduler.settings import SchedulerSettings
 from tests.tenancy_support import make_tenancy
 
 GIB = 1 << 30
@@ -139,30 +136,6 @@ async def owner(store: EventStore) -> SessionOwner:
 @pytest.fixture
 def image() -> str:
     return f"img-{new_id()[:8]}"
-
-
-@pytest.fixture
-async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
-    """Schedulers sharing one fresh durable consumer, removed afterwards: on a work-queue
-    stream only one consumer may hold ``cmd.session.*`` at a time."""
-    settings = SchedulerSettings(
-        durable=f"scheduler-test-{new_id()[:8]}", poll_timeout_s=0.25, command_fetch_timeout_s=0.2
-    )
-    running: list[Scheduler] = []
-
-    async def start(**overrides: Any) -> Scheduler:
-        scheduler = Scheduler(bus, settings.model_copy(update=overrides))
-        await scheduler.start()
-        running.append(scheduler)
-        return scheduler
-
-    try:
-        yield start
-    finally:
-        for scheduler in running:
-            await scheduler.stop()
-        with contextlib.suppress(NotFoundError):
-            await bus.js.delete_consumer(COMMANDS_STREAM, settings.durable)
 
 
 async def history(store: EventStore, kind: AggregateType, aggregate_id: str) -> list[StoredEvent]:
