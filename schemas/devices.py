@@ -16,3 +16,27 @@ class DeviceInfo(BaseModel):
     uuid: str = Field(min_length=1, max_length=128)
     name: str = Field(default="", max_length=128, description="model name, e.g. NVIDIA H100")
     memory_bytes: int = Field(default=0, ge=0)
+    numa_node: int | None = Field(default=None, ge=0, description="None: not reported")
+    mig_enabled: bool = Field(default=False, description="MIG mode is on (shares refused)")
+
+
+class NumaNode(BaseModel):
+    """One NUMA node of a machine and the CPU cores close to it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    node: int = Field(ge=0)
+    cpus: tuple[int, ...] = Field(description="logical CPU ids, as in /sys/devices/system/node")
+
+
+class DeviceShare(BaseModel):
+    """What one kernel holds of one device: the whole device (``cuda.device``) or a share of
+    it in hundredths (``cuda.shares``). A device is never both whole-held and shared."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    index: int = Field(ge=0)
+    uuid: str = Field(min_length=1, max_length=128)
+    hundredths: int = Field(ge=1, le=100)
+    whole: bool = False
+    """Held whole (then ``hundredths`` is 100)."""

@@ -36,7 +36,16 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
-MAX_KERNELS = 1  # multi-kernel (cluster) sessions come later; the list shape is already final
+MAX_KERNELS = 64
+
+
+class ClusterMode(StrEnum):
+    """Where the kernels of a cluster session go."""
+
+    SINGLE_NODE = "single-node"
+    """All on one node."""
+    MULTI_NODE = "multi-node"
+    """One placement per kernel; kernels may land on different nodes."""
 
 
 class KernelSpec(BaseModel):
@@ -62,6 +71,7 @@ class SessionSpec(BaseModel):
     resource_group: str = Field(default="default", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     priority: int = Field(default=SESSION_PRIORITY_DEFAULT, ge=0, le=SESSION_PRIORITY_MAX)
     """Higher goes first; a keypair's policy caps it (``max_priority``)."""
+    cluster_mode: ClusterMode = ClusterMode.SINGLE_NODE
 
     @field_validator("env")
     @classmethod

@@ -66,6 +66,39 @@ class AgentSelection(StrEnum):
     ROUND_ROBIN = "roundrobin"
 
 
+class HeadOfLine(StrEnum):
+    """What the sessions behind a session that fits nowhere do (see docs/scheduling.md)."""
+
+    BLOCK = "block"
+    """Wait behind it: strict order, nothing overtakes."""
+    BACKFILL = "backfill"
+    """Go ahead where they fit; once the head has waited ``starvation_after_s`` it holds a
+    reservation on the node closest to fitting it, and nothing else is placed there."""
+
+
+class DeviceFill(StrEnum):
+    """How fractional GPU shares are laid over a node's devices."""
+
+    FILL = "fill"
+    """The fullest device that still fits first (keeps whole devices free)."""
+    EVENLY = "evenly"
+    """The emptiest device first (spreads load)."""
+
+
+class GroupScheduling(BaseModel):
+    """How one resource group orders its queue and places sessions on its nodes."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    queue_policy: QueuePolicy = QueuePolicy.FIFO
+    agent_selection: AgentSelection = AgentSelection.CONCENTRATED
+    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
+    starvation_after_s: int = Field(default=300, ge=0, le=7 * 24 * 3600)
+    fragmentation_guard: bool = True
+    """Refuse to split a fractional request over more devices than it needs."""
+    device_fill: DeviceFill = DeviceFill.FILL
+
+
 SLOT_NAMES = ("cpu", "memory", "gpu")
 """The slot names limits and reasons use, in the order ResourceSlots holds them."""
 
