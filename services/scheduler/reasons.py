@@ -1,43 +1,19 @@
-"""Why a session waits, in a sentence a researcher can act on. Pure; reads and writes nothing.
+"""Why a session waits, in a sentence a researcher can act on. Pure text; reads and writes
+nothing.
 
-A reason names what is short and the best the cluster has now ("no node has 64 GiB of free
-memory (largest free: 15.6 GiB on gpu-01)"), and says when waiting cannot help because no node
-is that large even when idle.
+A reason names what is short and the best the group has now ("no node in group gpu-a has 4
+free GPUs (most free: 2)"), and says when waiting cannot help because no node is that large
+even when idle. The placement engine gathers the numbers; this module only words them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 
 GIB = 1 << 30
 MIB = 1 << 20
-FRACTIONAL_GPUS = "fractional GPUs are not supported yet"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeOffer:
-    """One node as placement sees it: what it has, what is free now, what it can run."""
-
-    node_id: str
-    hostname: str
-    capacity: ResourceSlots
-    free: ResourceSlots
-    images: frozenset[str]
-    available: bool = True
-    """False when cordoned or lost: it takes no new work."""
-
-    @property
-    def name(self) -> str:
-        return self.hostname or self.node_id
-
-
-def whole_gpus(slots: ResourceSlots) -> int:
-    """GPU hundredths rounded down to whole devices (only whole GPUs are handed out yet)."""
-    return slots.gpu_hundredths // GPU_QUANTUM * GPU_QUANTUM
 
 
 def format_memory(n: int) -> str:
@@ -64,46 +40,6 @@ def _trim(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-@dataclass(frozen=True, slots=True)
-class _Dimension:
-    of: Callable[[ResourceSlots], int]
-    format: Callable[[int], str]
-    free_phrase: str  # what is missing now, e.g. "{} of free memory"
-    idle_phrase: str  # what no node has at all
-
-
-DIMENSIONS = (
-    _Dimension(lambda s: s.cpu_milli, format_cpu, "{} free", "{} even when idle"),
-    _Dimension(
-        lambda s: s.memory_bytes, format_memory, "{} of free memory", "{} of memory even when idle"
-    ),
-    _Dimension(whole_gpus, format_gpu, "{} free", "{} even when idle"),
-)
-
-
-def fractional(need: ResourceSlots) -> bool:
-    return need.gpu_hundredths % GPU_QUANTUM != 0
-
-
-def why_waiting(image: str, need: ResourceSlots, nodes: Sequence[NodeOffer]) -> str:
-    """Why a kernel asking for ``need`` with ``image`` fits on none of ``nodes`` (the resource
-    group's nodes, with what is free after the decisions already taken in this pass)."""
-    if fractional(need):
-        return f"{FRACTIONAL_GPUS} (asked for {format_gpu(need.gpu_hundredths)})"
-    if not nodes:
-        return "no node is registered in this resource group"
-    offering = [n for n in nodes if image in n.images]
-    if not offering:
-        return f"no node offers image {image}"
-    usable = [n for n in offering if n.available]
-    if not usable:
-        return f"every node offering image {image} is cordoned or lost"
-    problems = [p for d in DIMENSIONS if (p := _shortage(d, d.of(need), usable))]
-    if problems:
-        return "; ".join(problems)
-    return f"no single node has {describe(need)} free at once"
-
-
 def describe(need: ResourceSlots) -> str:
     """E.g. "4 CPUs, 32 GiB of memory and 1 GPU"."""
     parts = [format_cpu(need.cpu_milli)] if need.cpu_milli else []
@@ -112,20 +48,129 @@ def describe(need: ResourceSlots) -> str:
     return " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
 
 
-def _shortage(dimension: _Dimension, need: int, nodes: Sequence[NodeOffer]) -> str | None:
-    if need == 0:
-        return None
-    # Ties go to the smallest node id, so the sentence does not flicker between equal nodes.
-    roomiest = min(nodes, key=lambda n: (-dimension.of(n.free), n.node_id))
-    if dimension.of(roomiest.free) >= need:
-        return None
-    wanted = dimension.format(need)
-    largest = min(nodes, key=lambda n: (-dimension.of(n.capacity), n.node_id))
-    if dimension.of(largest.capacity) < need:
-        # Waiting cannot help: say so, with the biggest node there is.
-        have = dimension.format(dimension.of(largest.capacity))
-        missing = dimension.idle_phrase.format(wanted)
-        return f"no node has {missing} (largest: {have} on {largest.name})"
-    have = dimension.format(dimension.of(roomiest.free))
-    missing = dimension.free_phrase.format(wanted)
-    return f"no node has {missing} (largest free: {have} on {roomiest.name})"
+def short_id(session_id: str) -> str:
+    return session_id[:8]
+
+
+def where(group: str) -> str:
+    return f"in group {group}" if group else "in this resource group"
+
+
+# ---- the group cannot run it at all ------------------------------------------------------
+
+
+def no_nodes(group: str) -> str:
+    return f"no node is registered {where(group)}"
+
+
+def all_unavailable(group: str) -> str:
+    return f"every node {where(group)} is cordoned or lost"
+
+
+def image_missing(image: str, group: str) -> str:
+    return f"image {image} is on no available node {where(group)}"
+
+
+def no_device_list(group: str) -> str:
+    return f"no node {where(group)} lists its GPU devices yet (GPU requests need them)"
+
+
+def no_shareable_gpu(group: str) -> str:
+    return f"no node {where(group)} has a GPU that takes shares (MIG devices take none)"
+
+
+# ---- one dimension is short --------------------------------------------------------------
+
+
+def cpu_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
+    """``idle``: even the largest node, idle, is too small (``best`` is then its capacity)."""
+    if idle:
+        return (
+            f"no node {where(group)} has {format_cpu(need)} even when idle "
+            f"(largest: {format_cpu(best)} on {host})"
+        )
+    return (
+        f"no node {where(group)} has {format_cpu(need)} free "
+        f"(largest free: {format_cpu(best)} on {host})"
+    )
+
+
+def memory_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
+    if idle:
+        return (
+            f"no node {where(group)} has {format_memory(need)} of memory even when idle "
+            f"(largest: {format_memory(best)} on {host})"
+        )
+    return (
+        f"no node {where(group)} has {format_memory(need)} of free memory "
+        f"(largest free: {format_memory(best)} on {host})"
+    )
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def whole_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
+    """Whole devices, counted (``need``, ``best`` in devices)."""
+    if idle:
+        return (
+            f"no node {where(group)} has {_gpus(need)} even when idle "
+            f"(largest: {_gpus(best)} on {host})"
+        )
+    return (
+        f"no node {where(group)} has {need} free GPU{'' if need == 1 else 's'} (most free: {best})"
+    )
+
+
+def shares_short(group: str, need: int, best: int, devices: int, *, idle: bool) -> str:
+    """Shares in hundredths laid over ``devices`` devices (0: over any number of them)."""
+    over = "" if devices == 0 else " on one device" if devices == 1 else f" on {devices} devices"
+    if idle:
+        return f"no node {where(group)} has {format_gpu(need)}{over} even when idle"
+    return (
+        f"no node {where(group)} has {format_gpu(need)} free{over} (most free: {format_gpu(best)})"
+    )
+
+
+def fragmented(need: int) -> str:
+    return (
+        f"fragmentation: {format_gpu(need)} is free only split across devices "
+        "(fragmentation guard on)"
+    )
+
+
+def never_together(group: str, need: ResourceSlots) -> str:
+    return f"no single node {where(group)} has {describe(need)} free at once"
+
+
+# ---- the queue holds it back ---------------------------------------------------------------
+
+
+def blocked_behind(head: str) -> str:
+    return f"waiting behind session {short_id(head)} (head of the queue, blocking)"
+
+
+def starving_behind(head: str) -> str:
+    return (
+        f"waiting behind session {short_id(head)} "
+        "(head of the queue, starving: the group holds still for it)"
+    )
+
+
+def reserved_for(host: str, head: str) -> str:
+    return f"node {host} is reserved for session {short_id(head)} (head of the queue, starving)"
+
+
+def holds_reservation(reason: str, host: str) -> str:
+    return f"{reason}; node {host} is reserved for it"
+
+
+def kernel_of(index: int, count: int, reason: str) -> str:
+    """A multi-node session: which kernel found no node (with the earlier ones held)."""
+    return f"kernel {index + 1} of {count}: {reason}"
+
+
+def together(count: int, reason: str) -> str:
+    """A single-node session of several kernels: the reason is about their sum."""
+    return f"all {count} kernels on one node: {reason}"

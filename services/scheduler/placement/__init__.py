@@ -1,0 +1,54 @@
+"""Placement: which node and devices take each waiting session of a resource group, or why
+it waits. Pure: a snapshot in, decisions out; it reads and writes no subject.
+
+``Placer`` (one per group) is the entry point; ``place`` is a one-shot placer. The modules:
+``model`` (inputs, outputs), ``queueing`` (the order), ``devices`` (device-level allocation),
+``nodes`` (a node during a pass), ``index`` (nodes bucketed by free capacity), ``explain``
+(why a session waits), ``engine`` (the pass, the head of the queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from schemas.resources import ResourceSlots
+from schemas.tenancy import GroupScheduling
+from services.scheduler.placement.engine import Placer
+from services.scheduler.placement.model import (
+    Decision,
+    DeviceState,
+    KernelPlacement,
+    KernelRequest,
+    NodeOffer,
+    Placed,
+    SessionRequest,
+    Waiting,
+)
+
+__all__ = [
+    "Decision",
+    "DeviceState",
+    "KernelPlacement",
+    "KernelRequest",
+    "NodeOffer",
+    "Placed",
+    "Placer",
+    "SessionRequest",
+    "Waiting",
+    "place",
+]
+
+
+def place(
+    requests: Sequence[SessionRequest],
+    nodes: Sequence[NodeOffer],
+    policy: GroupScheduling | None = None,
+    *,
+    group: str = "",
+    usage: Mapping[str, ResourceSlots] | None = None,
+    now: float = 0.0,
+) -> list[Decision]:
+    """Decide every request once, with a fresh placer (no cursor, no reservation kept)."""
+    return Placer().place(
+        requests, nodes, policy or GroupScheduling(), group=group, usage=usage, now=now
+    )

@@ -1,0 +1,122 @@
+"""Why a need fits on no node of the group now: gathers the numbers over the group's nodes and
+words them with ``services.scheduler.reasons``. Pure. Runs only when a decision fails (once
+per request shape and pass: the engine keeps the answer), so it may scan the group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from services.scheduler import reasons
+from services.scheduler.placement.devices import FULL
+from services.scheduler.placement.nodes import Need, NodeState
+
+
+def why(
+    nodes: Sequence[NodeState],
+    need: Need,
+    image: str,
+    group: str,
+    *,
+    guard: bool,
+    held: NodeState | None = None,
+    head: str = "",
+) -> str:
+    """``nodes``: the group's nodes (all of them, by rank) as this pass has left them;
+    ``held``: a node reserved for the starving session ``head``."""
+    if not nodes:
+        return reasons.no_nodes(group)
+    available = [n for n in nodes if n.available]
+    if not available:
+        return reasons.all_unavailable(group)
+    usable = [n for n in available if image in n.images]
+    if not usable:
+        return reasons.image_missing(image, group)
+    if held is not None and (
+        held.fits(need, image) or (need.fallback is not None and held.fits(need.fallback, image))
+    ):
+        return reasons.reserved_for(held.name, head)
+    problems = [
+        problem for problem in (_cpu(usable, need, group), _memory(usable, need, group)) if problem
+    ]
+    gpu = _gpu(usable, need, group, guard)
+    if gpu:
+        problems.append(gpu)
+    if problems:
+        return "; ".join(problems)
+    return reasons.never_together(group, need.slots)
+
+
+def _largest(nodes: Sequence[NodeState], of: Callable[[NodeState], int]) -> NodeState:
+    # Ties go to the smallest node id (nodes are by rank), so the sentence does not flicker.
+    best = nodes[0]
+    for node in nodes:
+        if of(node) > of(best):
+            best = node
+    return best
+
+
+def _cpu(nodes: Sequence[NodeState], need: Need, group: str) -> str | None:
+    roomiest = _largest(nodes, lambda n: n.cpu)
+    if need.cpu <= roomiest.cpu:
+        return None
+    largest = _largest(nodes, lambda n: n.offer.capacity.cpu_milli)
+    if largest.offer.capacity.cpu_milli < need.cpu:
+        return reasons.cpu_short(
+            group, need.cpu, largest.offer.capacity.cpu_milli, largest.name, idle=True
+        )
+    return reasons.cpu_short(group, need.cpu, roomiest.cpu, roomiest.name, idle=False)
+
+
+def _memory(nodes: Sequence[NodeState], need: Need, group: str) -> str | None:
+    roomiest = _largest(nodes, lambda n: n.mem)
+    if need.mem <= roomiest.mem:
+        return None
+    largest = _largest(nodes, lambda n: n.offer.capacity.memory_bytes)
+    if largest.offer.capacity.memory_bytes < need.mem:
+        return reasons.memory_short(
+            group, need.mem, largest.offer.capacity.memory_bytes, largest.name, idle=True
+        )
+    return reasons.memory_short(group, need.mem, roomiest.mem, roomiest.name, idle=False)
+
+
+def _gpu(nodes: Sequence[NodeState], need: Need, group: str, guard: bool) -> str | None:
+    if not any(need.gpus):
+        return None
+    listed = [n for n in nodes if n.devs]
+    if not listed:
+        if any(n.offer.capacity.gpu_hundredths for n in nodes):
+            return reasons.no_device_list(group)
+        return reasons.whole_short(group, -(-sum(need.gpus) // FULL), 0, nodes[0].name, idle=True)
+    if need.whole:
+        most = _largest(listed, lambda n: n.w)
+        if most.w < need.whole:
+            largest = _largest(listed, lambda n: len(n.devs))
+            if len(largest.devs) < need.whole:
+                return reasons.whole_short(
+                    group, need.whole, len(largest.devs), largest.name, idle=True
+                )
+            return reasons.whole_short(group, need.whole, most.w, most.name, idle=False)
+    shares = [g for g in need.gpus if g % FULL]
+    return _shares(listed, max(shares), group, guard) if shares else None
+
+
+def _shares(nodes: Sequence[NodeState], h: int, group: str, guard: bool) -> str | None:
+    shareable = [n for n in nodes if any(not d.mig for d in n.devs)]
+    if not shareable:
+        return reasons.no_shareable_gpu(group)
+    n = -(-h // FULL)
+    spread = max(sum(1 for d in node.devs if not d.mig) for node in shareable)
+    if not guard:
+        best = max(node.share_room() for node in shareable)
+        if best >= h:
+            return None
+        return reasons.shares_short(group, h, best, 0, idle=spread * FULL < h)
+    best = max(node.best_room(n) for node in shareable)
+    if best >= h:
+        return None
+    if spread < n:
+        return reasons.shares_short(group, h, best, n, idle=True)
+    if any(node.share_room() >= h for node in shareable):
+        return reasons.fragmented(h)
+    return reasons.shares_short(group, h, best, n, idle=False)

@@ -1,0 +1,224 @@
+"""One pass's working state for one group: the nodes by rank, their index, the round-robin
+cursor, and what the pass has learnt. Places one session (all kernels or none), explains a
+failure, and finds the node to reserve for a starving head. Pure.
+
+Free capacity only shrinks within a pass, so a request shape that failed fails again: its
+reason is kept and the search is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.resources import ResourceSlots
+from schemas.session import ClusterMode
+from schemas.tenancy import GroupScheduling
+from services.scheduler import reasons
+from services.scheduler.placement.devices import FULL, Take, numa_of
+from services.scheduler.placement.explain import why
+from services.scheduler.placement.index import Index
+from services.scheduler.placement.model import (
+    KernelPlacement,
+    NodeOffer,
+    Placed,
+    SessionRequest,
+)
+from services.scheduler.placement.nodes import Need, NodeState
+
+Shape = tuple[tuple[int, int, int], ...]
+
+
+def multi_node(request: SessionRequest) -> bool:
+    return request.cluster_mode is ClusterMode.MULTI_NODE and len(request.kernels) > 1
+
+
+def _shape(request: SessionRequest) -> Shape:
+    return tuple(
+        (k.slots.cpu_milli, k.slots.memory_bytes, k.slots.gpu_hundredths) for k in request.kernels
+    )
+
+
+class Pool:
+    """The group's nodes during one pass (``nodes`` by rank, ``index`` over the available
+    ones) and the pass's caches."""
+
+    def __init__(
+        self,
+        offers: Sequence[NodeOffer],
+        policy: GroupScheduling,
+        group: str,
+        cursor: str | None,
+    ) -> None:
+        self.group = group
+        self.guard = policy.fragmentation_guard
+        self.fill = policy.device_fill
+        ordered = sorted(offers, key=lambda o: o.node_id)
+        self.nodes = [NodeState(offer, rank) for rank, offer in enumerate(ordered)]
+        self.index = Index(self.nodes, policy.agent_selection)
+        # The cursor is the last node chosen; if it is gone, the node before where it was.
+        self.cursor = -1
+        if cursor is not None:
+            self.cursor = sum(1 for o in ordered if o.node_id <= cursor) - 1
+        self._needs: dict[Shape, Need] = {}
+        self._failed: dict[tuple[str, bool, Shape], str] = {}
+        self._idle_fit: dict[tuple[str, bool, Shape], bool] = {}
+        self._idle_nodes: dict[int, NodeState] = {}
+        self.held: NodeState | None = None
+        self.head = ""
+
+    def need(self, shape: Shape) -> Need:
+        need = self._needs.get(shape)
+        if need is None:
+            need = self._needs[shape] = Need(shape, guard=self.guard, fill=self.fill)
+        return need
+
+    def capacity(self) -> ResourceSlots:
+        """The group's: every available node's capacity."""
+        total = [0, 0, 0]
+        for node in self.nodes:
+            if node.available:
+                total[0] += node.offer.capacity.cpu_milli
+                total[1] += node.offer.capacity.memory_bytes
+                total[2] += node.offer.capacity.gpu_hundredths
+        return ResourceSlots(cpu_milli=total[0], memory_bytes=total[1], gpu_hundredths=total[2])
+
+    def cursor_id(self) -> str | None:
+        return self.nodes[self.cursor].offer.node_id if self.cursor >= 0 else None
+
+    def decide(self, request: SessionRequest) -> Placed | str:
+        shape = _shape(request)
+        multi = multi_node(request)
+        key = (request.image, multi, shape)
+        known = self._failed.get(key)
+        if known is not None:
+            return known
+        result = self._multi(request, shape) if multi else self._single(request, shape)
+        if isinstance(result, str):
+            self._failed[key] = result
+        return result
+
+    def _single(self, request: SessionRequest, shape: Shape) -> Placed | str:
+        need = self.need(shape)
+        chosen = self._choose(need, request.image)
+        if chosen is None:
+            reason = self._why(need, request.image)
+            return reasons.together(len(shape), reason) if len(shape) > 1 else reason
+        node, used = chosen
+        takes = self._take(node, used)
+        return Placed(
+            request.session_id,
+            {
+                kernel.kernel_id: _placement(node, take, gpu)
+                for kernel, take, gpu in zip(request.kernels, takes, used.gpus, strict=True)
+            },
+        )
+
+    def _multi(self, request: SessionRequest, shape: Shape) -> Placed | str:
+        cursor = self.cursor
+        held: list[tuple[NodeState, Need, list[Take]]] = []
+        placed: dict[str, KernelPlacement] = {}
+        for i, kernel in enumerate(request.kernels):
+            need = self.need(shape[i : i + 1])
+            chosen = self._choose(need, request.image)
+            if chosen is None:
+                reason = reasons.kernel_of(i, len(shape), self._why(need, request.image))
+                for node, used, takes in reversed(held):  # all or none: give back
+                    self.index.remove(node)
+                    node.give_back(used, takes)
+                    self.index.add(node)
+                self.cursor = cursor
+                return reason
+            node, used = chosen
+            takes = self._take(node, used)
+            held.append((node, used, takes))
+            placed[kernel.kernel_id] = _placement(node, takes[0], used.gpus[0])
+        return Placed(request.session_id, placed)
+
+    def _choose(self, need: Need, image: str) -> tuple[NodeState, Need] | None:
+        node = self.index.choose(need, image, self.cursor)
+        if node is None and need.fallback is not None:
+            need = need.fallback
+            node = self.index.choose(need, image, self.cursor)
+        if node is None:
+            return None
+        self.cursor = node.rank
+        return node, need
+
+    def _take(self, node: NodeState, need: Need) -> list[Take]:
+        self.index.remove(node)
+        takes = node.hold(need)
+        self.index.add(node)
+        assert takes is not None, "the index chose a node that does not fit"
+        return takes
+
+    def _why(self, need: Need, image: str) -> str:
+        return why(
+            self.nodes, need, image, self.group, guard=self.guard, held=self.held, head=self.head
+        )
+
+    # ---- the head of the queue ---------------------------------------------------------------
+
+    def _idle(self, node: NodeState) -> NodeState:
+        """The node as it would be with nothing on it (made when first asked for)."""
+        idle = self._idle_nodes.get(node.rank)
+        if idle is None:
+            idle = self._idle_nodes[node.rank] = NodeState(node.offer, node.rank, idle=True)
+        return idle
+
+    def _fits_idle_node(self, node: NodeState, need: Need, image: str) -> bool:
+        capacity = node.offer.capacity
+        if not node.available or image not in node.images or len(node.devs) < need.whole:
+            return False
+        if capacity.cpu_milli < need.cpu or capacity.memory_bytes < need.mem:
+            return False
+        idle = self._idle(node)
+        return idle.fits(need, image) or (
+            need.fallback is not None and idle.fits(need.fallback, image)
+        )
+
+    def fits_idle(self, request: SessionRequest) -> bool:
+        """Whether it would fit an idle available node (each kernel, for multi-node)."""
+        shape = _shape(request)
+        multi = multi_node(request)
+        key = (request.image, multi, shape)
+        known = self._idle_fit.get(key)
+        if known is None:
+            parts = [shape[i : i + 1] for i in range(len(shape))] if multi else [shape]
+            known = all(
+                any(self._fits_idle_node(n, self.need(part), request.image) for n in self.nodes)
+                for part in parts
+            )
+            self._idle_fit[key] = known
+        return known
+
+    def reserve(self, request: SessionRequest, before: tuple[str, str] | None) -> NodeState:
+        """Hold the node closest to fitting ``request`` (single-node) for the rest of the pass:
+        the one it held before if it still could fit there, else the one missing the least
+        GPU, then cpu, then memory."""
+        need = self.need(_shape(request))
+        candidates = [n for n in self.nodes if self._fits_idle_node(n, need, request.image)]
+        chosen = None
+        if before is not None and before[0] == request.session_id:
+            chosen = next((n for n in candidates if n.offer.node_id == before[1]), None)
+        if chosen is None:
+            chosen = min(candidates, key=lambda n: (*_gap(n, need), n.rank))
+        self.index.remove(chosen)
+        self.held = chosen
+        self.head = request.session_id
+        return chosen
+
+
+def _gap(node: NodeState, need: Need) -> tuple[int, int, int]:
+    gpu = max(0, need.whole - node.w) * FULL + max(0, need.min_r - node.r)
+    return gpu, max(0, need.cpu - node.cpu), max(0, need.mem - node.mem)
+
+
+def _placement(node: NodeState, take: Take, gpu: int) -> KernelPlacement:
+    if not take:
+        return KernelPlacement(node.offer.node_id)
+    whole = gpu % FULL == 0
+    return KernelPlacement(
+        node.offer.node_id,
+        tuple(d.share(amount, whole) for d, amount in take),
+        numa_of(take),
+    )
