@@ -17,7 +17,7 @@ from events.domain.agent import (
     KernelFailedToStart,
     KernelStarted,
 )
-from schemas.devices import DeviceInfo
+from schemas.devices import DeviceInfo, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 
@@ -46,6 +46,7 @@ class Agent(Aggregate):
         backend: str
         capacity: ResourceSlots
         devices: tuple[DeviceInfo, ...]
+        numa: tuple[NumaNode, ...] = ()  # a default: older snapshots have none
         images: tuple[str, ...]
         running: dict[str, RunningKernel]
 
@@ -55,6 +56,7 @@ class Agent(Aggregate):
         self.backend = ""
         self.capacity = ResourceSlots()
         self.devices: tuple[DeviceInfo, ...] = ()
+        self.numa: tuple[NumaNode, ...] = ()
         self.images: tuple[str, ...] = ()
         # Kernel id -> its container: survives re-registration, because a restarted agent
         # re-attaches its containers and reports exits that happened while it was down.
@@ -72,6 +74,7 @@ class Agent(Aggregate):
         backend: str,
         capacity: ResourceSlots,
         devices: Iterable[DeviceInfo] = (),
+        numa: Iterable[NumaNode] = (),
         images: Iterable[str] = (),
         resource_group: str = "default",
         now: datetime,
@@ -88,6 +91,7 @@ class Agent(Aggregate):
             backend=backend,
             capacity=capacity,
             devices=tuple(devices),
+            numa=tuple(numa),
             images=_image_set(images),
             resource_group=resource_group,
         )
@@ -100,6 +104,7 @@ class Agent(Aggregate):
         backend: str,
         capacity: ResourceSlots,
         devices: Iterable[DeviceInfo] = (),
+        numa: Iterable[NumaNode] = (),
         images: Iterable[str] = (),
         resource_group: str = "default",
         now: datetime,
@@ -118,6 +123,7 @@ class Agent(Aggregate):
             backend=backend,
             capacity=capacity,
             devices=tuple(devices),
+            numa=tuple(numa),
             images=_image_set(images),
             resource_group=resource_group,
         )
@@ -204,6 +210,7 @@ def _registered(agent: Agent, event: AgentRegistered) -> None:
     agent.backend = event.backend
     agent.capacity = event.capacity
     agent.devices = event.devices
+    agent.numa = event.numa
     agent.images = event.images
 
 

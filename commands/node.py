@@ -4,11 +4,14 @@ with its cordon and lost flags. The machine's agent starts what is allocated her
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from commands import node_devices
 from commands.aggregate import Aggregate
 from commands.errors import DomainError
+from commands.node_devices import DeviceTally, check_devices, tally_of
 from events.domain.node import (
     KernelStopRequested,
     NodeCapacityChanged,
@@ -20,6 +23,8 @@ from events.domain.node import (
     ResourcesAllocated,
     ResourcesReleased,
 )
+from events.snapshots import Snapshot
+from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 
@@ -36,6 +41,10 @@ class AllocationConflictError(DomainError):
     """A kernel already holds a different allocation on this node."""
 
 
+class UnknownNumaNodeError(DomainError):
+    """The allocation names a NUMA node this node does not report."""
+
+
 class Allocation(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -44,6 +53,11 @@ class Allocation(BaseModel):
     image: str = ""
     command: tuple[str, ...] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    devices: tuple[DeviceShare, ...] = ()
+    hostname: str = ""
+    """The container's host name ("" : the engine's default)."""
+    numa_node: int | None = None
+    """The NUMA node of its devices, when they share one: the agent pins the CPUs there."""
     stopping: bool = False
 
 
@@ -54,6 +68,9 @@ class Node(Aggregate):
         hostname: str
         resource_group: str
         capacity: ResourceSlots
+        # Defaults: snapshots taken before devices were recorded still load.
+        devices: tuple[DeviceInfo, ...] = ()
+        numa: tuple[NumaNode, ...] = ()
         allocations: dict[str, Allocation]
         cordoned: bool
         lost: bool
@@ -62,28 +79,56 @@ class Node(Aggregate):
         self.hostname = ""
         self.resource_group = ""
         self.capacity = ResourceSlots()
+        self.devices: tuple[DeviceInfo, ...] = ()
+        self.numa: tuple[NumaNode, ...] = ()
         # Keyed by kernel id: allocating is a set operation, so a retried decision cannot
         # count the same kernel twice (the drift Backend.AI suffers with bare counters).
         self.allocations: dict[str, Allocation] = {}
         self.cordoned = False
         self.lost = False
+        # Who holds what on each device, kept as allocations come and go: the scheduler asks
+        # every node for it on every pass. Derived, so not in ``State``; rebuilt on restore.
+        self._devices_held: DeviceTally = {}
+        # The sum of the allocations' slots (cpu, memory, gpu), kept the same way: ``free`` is
+        # asked for every node on every pass. A tuple, so a shallow working copy is safe.
+        self._used: tuple[int, int, int] = (0, 0, 0)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> Self:
+        node = super().from_snapshot(snapshot)
+        node._devices_held = tally_of(a.devices for a in node.allocations.values())
+        node._used = (0, 0, 0)
+        for allocation in node.allocations.values():
+            node._count(allocation.slots, 1)
+        return node
+
+    def _count(self, slots: ResourceSlots, sign: int) -> None:
+        cpu, memory, gpu = self._used
+        self._used = (
+            cpu + sign * slots.cpu_milli,
+            memory + sign * slots.memory_bytes,
+            gpu + sign * slots.gpu_hundredths,
+        )
+
+    def device_use(self) -> dict[int, tuple[bool, int]]:
+        """Device index -> (held whole, hundredths shared), for every device of the node."""
+        return node_devices.device_use(self.devices, self._devices_held)
 
     @property
     def allocated(self) -> ResourceSlots:
-        total = ResourceSlots()
-        for allocation in self.allocations.values():
-            total = total + allocation.slots
-        return total
+        cpu, memory, gpu = self._used
+        return ResourceSlots(cpu_milli=cpu, memory_bytes=memory, gpu_hundredths=gpu)
 
     @property
     def free(self) -> ResourceSlots:
         """Capacity not allocated. Never negative: capacity may shrink below what is allocated
         (the machine lost a device), and then nothing is free until enough is released."""
-        used = self.allocated
+        cpu, memory, gpu = self._used
+        capacity = self.capacity
         return ResourceSlots(
-            cpu_milli=max(0, self.capacity.cpu_milli - used.cpu_milli),
-            memory_bytes=max(0, self.capacity.memory_bytes - used.memory_bytes),
-            gpu_hundredths=max(0, self.capacity.gpu_hundredths - used.gpu_hundredths),
+            cpu_milli=max(0, capacity.cpu_milli - cpu),
+            memory_bytes=max(0, capacity.memory_bytes - memory),
+            gpu_hundredths=max(0, capacity.gpu_hundredths - gpu),
         )
 
     @property
@@ -100,6 +145,9 @@ class Node(Aggregate):
         resource_group: str,
         capacity: ResourceSlots,
         now: datetime,
+        *,
+        devices: tuple[DeviceInfo, ...] = (),
+        numa: tuple[NumaNode, ...] = (),
     ) -> Node:
         return cls._create(
             cls.Registered,
@@ -108,12 +156,26 @@ class Node(Aggregate):
             hostname=hostname,
             resource_group=resource_group,
             capacity=capacity,
+            devices=tuple(devices),
+            numa=tuple(numa),
         )
 
-    def change_capacity(self, capacity: ResourceSlots, now: datetime) -> bool:
-        if capacity == self.capacity:
+    def change_capacity(
+        self,
+        capacity: ResourceSlots,
+        now: datetime,
+        *,
+        devices: tuple[DeviceInfo, ...] = (),
+        numa: tuple[NumaNode, ...] = (),
+    ) -> bool:
+        """Record other hardware. Allocations stay, even on devices that went away: they are
+        given back only by release."""
+        devices, numa = tuple(devices), tuple(numa)
+        if (capacity, devices, numa) == (self.capacity, self.devices, self.numa):
             return False
-        return self._trigger(self.CapacityChanged, now, capacity=capacity)
+        return self._trigger(
+            self.CapacityChanged, now, capacity=capacity, devices=devices, numa=numa
+        )
 
     def allocate(
         self,
@@ -125,12 +187,22 @@ class Node(Aggregate):
         image: str = "",
         command: tuple[str, ...] | None = None,
         env: dict[str, str] | None = None,
+        devices: tuple[DeviceShare, ...] = (),
+        hostname: str = "",
+        numa_node: int | None = None,
     ) -> bool:
-        """Set ``slots`` aside for a kernel and say what it runs. The same allocation again
-        changes nothing."""
+        """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs.
+        The same allocation again changes nothing."""
         held = self.allocations.get(kernel_id)
         wanted = Allocation(
-            session_id=session_id, slots=slots, image=image, command=command, env=env or {}
+            session_id=session_id,
+            slots=slots,
+            image=image,
+            command=command,
+            env=env or {},
+            devices=tuple(devices),
+            hostname=hostname,
+            numa_node=numa_node,
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -146,6 +218,11 @@ class Node(Aggregate):
         if not slots.fits_in(self.free):
             short = ", ".join(slots.shortfall(self.free))
             raise InsufficientCapacityError(f"node {self.id}: not enough free {short}")
+        check_devices(
+            self.id, self.devices, self._devices_held, wanted.devices, slots.gpu_hundredths
+        )
+        if numa_node is not None and self.numa and numa_node not in {n.node for n in self.numa}:
+            raise UnknownNumaNodeError(f"node {self.id} has no NUMA node {numa_node}")
         return self._trigger(
             self.Allocated,
             now,
@@ -154,7 +231,10 @@ class Node(Aggregate):
             slots=slots,
             image=image,
             command=command,
-            env=env or {},
+            env=wanted.env,
+            devices=wanted.devices,
+            hostname=hostname,
+            numa_node=numa_node,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:
@@ -199,20 +279,33 @@ class Node(Aggregate):
             node.hostname = self.hostname
             node.resource_group = self.resource_group
             node.capacity = self.capacity
+            node.devices = self.devices
+            node.numa = self.numa
 
     class CapacityChanged(NodeCapacityChanged, Aggregate.Event):
         def apply(self, node: Node) -> None:
             node.capacity = self.capacity
+            node.devices = self.devices
+            node.numa = self.numa
 
     class Allocated(ResourcesAllocated, Aggregate.Event):
         def apply(self, node: Node) -> None:
+            replaced = node.allocations.get(self.kernel_id)
+            if replaced is not None:  # never decided (allocations are a set), but never drift
+                node_devices.add(node._devices_held, replaced.devices, sign=-1)
+                node._count(replaced.slots, -1)
             node.allocations[self.kernel_id] = Allocation(
                 session_id=self.session_id,
                 slots=self.slots,
                 image=self.image,
                 command=self.command,
                 env=self.env,
+                devices=self.devices,
+                hostname=self.hostname,
+                numa_node=self.numa_node,
             )
+            node_devices.add(node._devices_held, self.devices)
+            node._count(self.slots, 1)
 
     class StopRequested(KernelStopRequested, Aggregate.Event):
         def apply(self, node: Node) -> None:
@@ -221,7 +314,10 @@ class Node(Aggregate):
 
     class Released(ResourcesReleased, Aggregate.Event):
         def apply(self, node: Node) -> None:
-            node.allocations.pop(self.kernel_id, None)
+            gone = node.allocations.pop(self.kernel_id, None)
+            if gone is not None:
+                node_devices.add(node._devices_held, gone.devices, sign=-1)
+                node._count(gone.slots, -1)
 
     class Cordoned(NodeCordoned, Aggregate.Event):
         def apply(self, node: Node) -> None:

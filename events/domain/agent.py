@@ -5,7 +5,7 @@ about itself. Written only by that agent; the scheduler turns kernel facts into 
 from __future__ import annotations
 
 from events.catalogue import Event, Payload, event, upcaster
-from schemas.devices import DeviceInfo
+from schemas.devices import DeviceInfo, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 
@@ -27,6 +27,8 @@ class AgentRegistered(Event):
     devices: tuple[DeviceInfo, ...] = ()
     images: tuple[str, ...] = ()
     resource_group: str = "default"
+    numa: tuple[NumaNode, ...] = ()
+    """The machine's NUMA nodes and their CPUs (empty when not reported, and in older events)."""
 
 
 @upcaster("AgentRegistered", from_version=1)

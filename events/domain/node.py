@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from events.catalogue import Event, event
+from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 
@@ -14,25 +15,33 @@ NODE = AggregateType.NODE
 
 @event("NodeRegistered", NODE)
 class NodeRegistered(Event):
-    """The scheduler admitted a machine into a resource group with this capacity."""
+    """The scheduler admitted a machine into a resource group with this capacity, these
+    devices and this NUMA layout (the last two empty in events written before devices)."""
 
     hostname: str
     resource_group: str
     capacity: ResourceSlots
+    devices: tuple[DeviceInfo, ...] = ()
+    numa: tuple[NumaNode, ...] = ()
 
 
 @event("NodeCapacityChanged", NODE)
 class NodeCapacityChanged(Event):
-    """The machine's capacity changed (the agent re-registered with other hardware)."""
+    """The machine's capacity, devices or NUMA layout changed (the agent re-registered with
+    other hardware)."""
 
     capacity: ResourceSlots
+    devices: tuple[DeviceInfo, ...] = ()
+    numa: tuple[NumaNode, ...] = ()
 
 
 @event("ResourcesAllocated", NODE)
 class ResourcesAllocated(Event):
     """Slots were set aside for one kernel. Keyed by kernel id: allocations are a set.
 
-    It also says what to run, so the ledger alone is the agent's desired state."""
+    It also says what to run, so the ledger alone is the agent's desired state: the devices
+    the kernel holds (whole or shares), its container host name (cluster sessions) and the NUMA
+    node its devices sit on (the agent pins its CPUs there)."""
 
     kernel_id: str
     session_id: str
@@ -40,6 +49,9 @@ class ResourcesAllocated(Event):
     image: str = ""
     command: tuple[str, ...] | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    devices: tuple[DeviceShare, ...] = ()
+    hostname: str = ""
+    numa_node: int | None = None
 
 
 @event("KernelStopRequested", NODE)

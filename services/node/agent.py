@@ -153,6 +153,7 @@ class NodeAgent:
             backend=self._backend.name,
             capacity=self.capacity.slots,
             devices=self.capacity.devices,
+            numa=self.capacity.numa,
             images=await self._backend.images(),
             now=self._clock(),
             resource_group=self.settings.resource_group,
@@ -226,16 +227,28 @@ class NodeAgent:
         if todo.stop:
             self._dirty.set()  # report their exits next pass, even if no event comes
 
-    async def _start(self, item: tuple[str, Allocation]) -> Fact:
-        kernel_id, allocation = item
-        spec = KernelSpec(
+    def kernel_spec(self, kernel_id: str, allocation: Allocation) -> KernelSpec:
+        """What to run: the allocation, with what only this machine knows about it (its
+        devices' memory, the CPUs of its NUMA node)."""
+        memory = {d.uuid: d.memory_bytes for d in self.capacity.devices}
+        return KernelSpec(
             kernel_id=kernel_id,
             session_id=allocation.session_id,
             image=allocation.image,
             command=allocation.command,
             env=dict(allocation.env),
             slots=allocation.slots,
+            devices=allocation.devices,
+            device_memory_bytes={
+                d.uuid: memory[d.uuid] for d in allocation.devices if d.uuid in memory
+            },
+            hostname=allocation.hostname,
+            cpuset=self.capacity.cpus_of(allocation.numa_node),
         )
+
+    async def _start(self, item: tuple[str, Allocation]) -> Fact:
+        kernel_id, allocation = item
+        spec = self.kernel_spec(kernel_id, allocation)
         try:
             container_id = await self._backend.start(spec)
         except StartFailedError as exc:

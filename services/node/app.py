@@ -23,10 +23,15 @@ async def open_backend(settings: AgentSettings) -> Backend:
     and says so loudly (nothing would really run)."""
     node_id = node_id_for_host(settings.hostname)
     if settings.backend == "simulated":
-        return SimulatedBackend(node_id, settings.simulated_images)
+        return SimulatedBackend(
+            node_id, settings.simulated_images, mps_pipe_dir=settings.mps_pipe_dir
+        )
     try:
         return await DockerBackend.connect(
-            node_id, url=settings.docker_url, stop_timeout_s=settings.stop_timeout_s
+            node_id,
+            url=settings.docker_url,
+            stop_timeout_s=settings.stop_timeout_s,
+            mps_pipe_dir=settings.mps_pipe_dir,
         )
     except BackendUnavailableError as exc:
         if settings.backend == "docker":
@@ -37,7 +42,9 @@ async def open_backend(settings: AgentSettings) -> Backend:
             exc,
             settings.hostname,
         )
-        return SimulatedBackend(node_id, settings.simulated_images)
+        return SimulatedBackend(
+            node_id, settings.simulated_images, mps_pipe_dir=settings.mps_pipe_dir
+        )
 
 
 async def run(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
 
 # Labels on every container the agent creates: the agent finds its containers by these alone
@@ -42,7 +43,8 @@ def last_bytes(text: str, max_bytes: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KernelSpec:
-    """What to run for one kernel: taken from its allocation on the node ledger."""
+    """What to run for one kernel: taken from its allocation on the node ledger, plus what
+    only this machine knows (its devices' memory, its NUMA node's CPUs)."""
 
     kernel_id: str
     session_id: str
@@ -50,6 +52,14 @@ class KernelSpec:
     command: tuple[str, ...] | None
     env: dict[str, str] = field(default_factory=dict)
     slots: ResourceSlots = field(default_factory=ResourceSlots)
+    devices: tuple[DeviceShare, ...] = ()
+    """Exactly the devices the ledger gave it, whole or in shares."""
+    device_memory_bytes: dict[str, int] = field(default_factory=dict)
+    """Memory of each device it holds, by uuid (for MPS memory limits on shares)."""
+    hostname: str = ""
+    """The container's host name ("": the engine's default)."""
+    cpuset: tuple[int, ...] = ()
+    """CPUs to pin it to (those of its devices' NUMA node); empty: not pinned."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ subjects; talks only to the local Docker engine.
 Containers are named ``jy-<kernel id>`` and labelled with the node, kernel and session, so a
 restarted agent re-attaches by listing labels, and a second create of the same kernel collides
 (409) instead of running it twice. Images are never pulled: a missing image fails the start.
+What a container is made with is ``services.node.docker_config`` (pure, tested on its own).
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import aiodocker
 import aiohttp
 from aiodocker.containers import DockerContainer
 
-from schemas.resources import GPU_QUANTUM
 from services.node.backend import (
     LABEL_KERNEL,
     LABEL_MANAGED,
@@ -32,13 +32,12 @@ from services.node.backend import (
     KernelSpec,
     StartFailedError,
     container_name,
-    labels_for,
     last_bytes,
 )
+from services.node.docker_config import container_config
 
 log = logging.getLogger(__name__)
 
-NANO_CPUS_PER_MILLI = 1_000_000
 _STATUS: dict[str, ContainerStatus] = {
     "created": "created",
     "running": "running",
@@ -51,14 +50,27 @@ _STATUS: dict[str, ContainerStatus] = {
 
 
 class DockerBackend:
-    def __init__(self, docker: aiodocker.Docker, node_id: str, *, stop_timeout_s: float) -> None:
+    def __init__(
+        self,
+        docker: aiodocker.Docker,
+        node_id: str,
+        *,
+        stop_timeout_s: float,
+        mps_pipe_dir: Path | None = None,
+    ) -> None:
         self._docker = docker
         self.node_id = node_id
         self._stop_timeout_s = stop_timeout_s
+        self._mps_pipe_dir = mps_pipe_dir
 
     @classmethod
     async def connect(
-        cls, node_id: str, *, url: str | None = None, stop_timeout_s: float = 10.0
+        cls,
+        node_id: str,
+        *,
+        url: str | None = None,
+        stop_timeout_s: float = 10.0,
+        mps_pipe_dir: Path | None = None,
     ) -> DockerBackend:
         """Reach the engine (raises ``BackendUnavailableError`` with the reason if it does not
         answer within a few seconds)."""
@@ -70,7 +82,7 @@ class DockerBackend:
             if docker is not None:
                 await docker.close()
             raise BackendUnavailableError(f"Docker is not reachable: {exc!r}") from exc
-        return cls(docker, node_id, stop_timeout_s=stop_timeout_s)
+        return cls(docker, node_id, stop_timeout_s=stop_timeout_s, mps_pipe_dir=mps_pipe_dir)
 
     @property
     def name(self) -> str:
@@ -115,36 +127,18 @@ class DockerBackend:
             )
         return found
 
-    def _config(self, spec: KernelSpec) -> dict[str, Any]:
-        host: dict[str, Any] = {"Init": True}  # docker-init as PID 1 forwards SIGTERM
-        if spec.slots.cpu_milli:
-            host["NanoCpus"] = spec.slots.cpu_milli * NANO_CPUS_PER_MILLI
-        if spec.slots.memory_bytes:
-            # MemorySwap = Memory: no swap beyond the limit, so the limit is the real one.
-            host["Memory"] = host["MemorySwap"] = spec.slots.memory_bytes
-        if spec.slots.gpu_hundredths:
-            # Whole devices until the ledger assigns device ids (then: DeviceIDs = NVML uuids).
-            count = math.ceil(spec.slots.gpu_hundredths / GPU_QUANTUM)
-            host["DeviceRequests"] = [
-                {"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}
-            ]
-        config: dict[str, Any] = {
-            "Image": spec.image,
-            "Labels": labels_for(self.node_id, spec.kernel_id, spec.session_id),
-            "Env": [f"{k}={v}" for k, v in sorted(spec.env.items())],
-            "StopTimeout": math.ceil(self._stop_timeout_s),
-            "HostConfig": host,
-        }
-        if spec.command:
-            config["Cmd"] = list(spec.command)
-        return config
-
     async def start(self, spec: KernelSpec) -> str:
         if not spec.image:
             raise StartFailedError("the allocation names no image")
         name = container_name(spec.kernel_id)
         try:
-            container = await self._docker.containers.create(self._config(spec), name=name)
+            config = container_config(
+                spec,
+                self.node_id,
+                stop_timeout_s=self._stop_timeout_s,
+                mps_pipe_dir=self._mps_pipe_dir,
+            )
+            container = await self._docker.containers.create(config, name=name)
         except aiodocker.DockerError as exc:
             if exc.status == 409:  # made before: by an earlier pass, or an agent that died
                 container = await self._docker.containers.get(name)

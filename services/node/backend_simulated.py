@@ -13,6 +13,10 @@ image that is not in the configured set fails to start, as it would on Docker. N
 per kernel: timed exits are loop timers, so a process holds many agents cheaply. The state lives
 in this object, so an agent restarted with the same backend object re-attaches its kernels, the
 way a restarted agent finds its containers on a real machine.
+
+Each kernel keeps what it would have run with on Docker (``launch_of``): the container
+configuration ``services.node.docker_config`` builds, devices and environment included, so tests
+without GPUs can see exactly what a GPU node would have been told.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from services.node.backend import (
     Container,
@@ -29,14 +35,30 @@ from services.node.backend import (
     StartFailedError,
     last_bytes,
 )
+from services.node.docker_config import container_config
+
+SIMULATED_STOP_TIMEOUT_S = 10.0
 
 SIGTERM_EXIT = 143
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What a kernel was started with: its spec, and the Docker configuration it would have had."""
+
+    spec: KernelSpec
+    config: dict[str, Any]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(str(e).split("=", 1) for e in self.config["Env"])
 
 
 @dataclass(slots=True)
 class _Kernel:
     spec: KernelSpec
     container_id: str
+    launch: Launch
     status: ContainerStatus = "running"
     exit_code: int | None = None
     log: list[str] = field(default_factory=list)
@@ -44,9 +66,12 @@ class _Kernel:
 
 
 class SimulatedBackend:
-    def __init__(self, node_id: str, images: Iterable[str]) -> None:
+    def __init__(
+        self, node_id: str, images: Iterable[str], *, mps_pipe_dir: Path | None = None
+    ) -> None:
         self.node_id = node_id
         self._images = set(images)
+        self._mps_pipe_dir = mps_pipe_dir
         self._kernels: dict[str, _Kernel] = {}  # by container id
         self._names: dict[str, str] = {}  # kernel id -> container id (the unique "name")
         self._listeners: list[Callable[[], None]] = []
@@ -78,7 +103,15 @@ class SimulatedBackend:
             raise StartFailedError(f"image {spec.image!r} is not present on this node")
         command = spec.command or ()
         delay, code = _behaviour(command)
-        kernel = _Kernel(spec=spec, container_id=f"sim-{uuid.uuid4().hex}")
+        config = container_config(
+            spec,
+            self.node_id,
+            stop_timeout_s=SIMULATED_STOP_TIMEOUT_S,
+            mps_pipe_dir=self._mps_pipe_dir,
+        )
+        kernel = _Kernel(
+            spec=spec, container_id=f"sim-{uuid.uuid4().hex}", launch=Launch(spec, config)
+        )
         kernel.log.append(f"simulated kernel {spec.kernel_id}: {' '.join(command)}\n")
         self._kernels[kernel.container_id] = kernel
         self._names[spec.kernel_id] = kernel.container_id
@@ -88,6 +121,12 @@ class SimulatedBackend:
             loop = asyncio.get_running_loop()
             kernel.timer = loop.call_later(delay, self._exit, kernel.container_id, code)
         return kernel.container_id
+
+    def launch_of(self, kernel_id: str) -> Launch | None:
+        """What this kernel's container was started with (None once it is removed)."""
+        container_id = self._names.get(kernel_id)
+        kernel = self._kernels.get(container_id) if container_id is not None else None
+        return kernel.launch if kernel is not None else None
 
     def exit_kernel(self, kernel_id: str, exit_code: int) -> None:
         """Make a running kernel exit on its own (a crash, a finished job), as tests need."""

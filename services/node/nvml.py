@@ -9,16 +9,36 @@ from __future__ import annotations
 import importlib
 from typing import Protocol, cast
 
+MIG_ENABLE = 1
+"""``NVML_DEVICE_MIG_ENABLE``: the current mode ``nvmlDeviceGetMigMode`` answers when MIG is on."""
+
 
 class MemoryInfo(Protocol):
     @property
     def total(self) -> int: ...
 
 
+class PciInfo(Protocol):
+    @property
+    def busId(self) -> str | bytes:
+        """``"00000000:3B:00.0"`` (bytes in nvidia-ml-py before 11.x)."""
+        ...
+
+
 class Nvml(Protocol):
     @property
     def NVMLError(self) -> type[Exception]:
         """Base of every NVML error (``NVMLError_LibraryNotFound``, ``..._DriverNotLoaded``)."""
+        ...
+
+    @property
+    def NVMLError_NotSupported(self) -> type[Exception]:
+        """The device cannot answer this query (e.g. MIG mode on a GPU without MIG)."""
+        ...
+
+    @property
+    def NVMLError_FunctionNotFound(self) -> type[Exception]:
+        """The driver predates the function (e.g. MIG queries before R450)."""
         ...
 
     def nvmlInit(self) -> None: ...
@@ -34,6 +54,15 @@ class Nvml(Protocol):
     def nvmlDeviceGetName(self, handle: object) -> str | bytes: ...
 
     def nvmlDeviceGetMemoryInfo(self, handle: object) -> MemoryInfo: ...
+
+    def nvmlDeviceGetPciInfo(self, handle: object) -> PciInfo: ...
+
+    def nvmlDeviceGetMigMode(self, handle: object) -> tuple[int, int] | list[int]:
+        """(current, pending) MIG mode."""
+        ...
+
+    # ``nvmlDeviceGetNumaNodeId(handle) -> int`` is used when the module has it (the installed
+    # nvidia-ml-py does); an older module or driver may not, and then sysfs answers.
 
 
 def load_nvml() -> Nvml:

@@ -14,7 +14,7 @@ from events.domain.agent import KernelExited, KernelFailedToStart
 from events.envelope import Cause
 from events.store import EventStore
 from events.writes import AggregateRef, ConcurrencyConflict
-from schemas.devices import DeviceInfo
+from schemas.devices import DeviceInfo, NumaNode
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
@@ -99,6 +99,7 @@ class AgentRecord:
         images: Iterable[str],
         now: datetime,
         resource_group: str = "default",
+        numa: Iterable[NumaNode] = (),
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
         for _ in range(ATTEMPTS):
@@ -112,6 +113,7 @@ class AgentRecord:
                     backend=backend,
                     capacity=capacity,
                     devices=devices,
+                    numa=numa,
                     images=images,
                     resource_group=resource_group,
                     now=now,
@@ -124,6 +126,7 @@ class AgentRecord:
                     backend=backend,
                     capacity=capacity,
                     devices=devices,
+                    numa=numa,
                     images=images,
                     resource_group=resource_group,
                     now=now,

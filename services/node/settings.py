@@ -65,3 +65,11 @@ class AgentSettings(BaseSettings):
         description="the images a simulated machine has",
     )
     simulated_gpus: int = Field(default=0, ge=0, description="GPUs a simulated machine has")
+    mps_pipe_dir: Path | None = Field(
+        default=None,
+        description=(
+            "the pipe directory of this machine's CUDA MPS control daemon; when set, kernels "
+            "holding GPU shares run as MPS clients with thread and memory limits "
+            "(docs/gpus.md); unset: shares are a scheduling promise only"
+        ),
+    )

@@ -13,6 +13,7 @@ from commands.repository import load, pending_write
 from events.envelope import Cause
 from events.store import EventStore
 from events.writes import AggregateRef
+from schemas.devices import DeviceShare
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
@@ -31,11 +32,22 @@ def scheduler_cause() -> Cause:
     )
 
 
-async def change_ledger(store: EventStore, node_id: str, decide: Callable[[Node], object]) -> None:
-    """Load the node ledger (registering it first if needed), decide, append: the
-    scheduler's side of the contract, done by hand."""
+async def change_ledger(
+    store: EventStore,
+    node_id: str,
+    decide: Callable[[Node], object],
+    *,
+    register: Callable[[], Node] | None = None,
+) -> None:
+    """Load the node ledger (registering it first if needed, by ``register`` if given),
+    decide, append: the scheduler's side of the contract, done by hand."""
     loaded = await load(store, Node, node_id)
-    node = loaded.aggregate or Node.register(node_id, f"host-{node_id}", "default", CAPACITY, NOW)
+    node = loaded.aggregate
+    if node is None:
+        new = register or (
+            lambda: Node.register(node_id, f"host-{node_id}", "default", CAPACITY, NOW)
+        )
+        node = new()
     decide(node)
     write = pending_write((node, loaded.last_seq), scheduler_cause())
     if write is not None:
@@ -48,14 +60,24 @@ def allocate(
     image: str,
     command: tuple[str, ...] | None = None,
     slots: ResourceSlots | None = None,
+    env: dict[str, str] | None = None,
+    devices: tuple[DeviceShare, ...] = (),
+    hostname: str = "",
+    numa_node: int | None = None,
 ) -> Callable[[Node], object]:
+    gpus = sum(d.hundredths for d in devices)
     return lambda node: node.allocate(
         kernel_id,
         f"session-{kernel_id}",
-        slots or ResourceSlots.of(cpu="0.5", memory=64 << 20),
+        slots
+        or ResourceSlots.of(cpu="0.5", memory=64 << 20).model_copy(update={"gpu_hundredths": gpus}),
         NOW,
         image=image,
         command=command,
+        env=env,
+        devices=devices,
+        hostname=hostname,
+        numa_node=numa_node,
     )
 
 

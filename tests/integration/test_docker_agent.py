@@ -24,6 +24,7 @@ from services.node import app
 from services.node.backend import LABEL_KERNEL, LABEL_MANAGED, LABEL_NODE, LABEL_SESSION
 from services.node.logs import read_kernel_logs
 from services.node.settings import AgentSettings
+from services.node.topology import format_cpulist, numa_nodes
 from tests.integration.node_support import (
     allocate,
     change_ledger,
@@ -219,3 +220,34 @@ async def _exited(docker: aiodocker.Docker, container_id: str) -> bool:
 
 async def _is(value: Any, wanted: object) -> bool:
     return bool(await value == wanted)
+
+
+async def test_a_kernel_runs_with_its_host_name_cluster_env_and_pinned_to_its_numa_node(
+    bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker, machine: AgentSettings
+) -> None:
+    store = EventStore(bus)
+    settings = machine
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    # The CPUs of NUMA node 0 as this machine's sysfs lists them (the agent reads the same).
+    node0 = next((n.cpus for n in numa_nodes() if n.node == 0), ())
+    show = "hostname; echo $JETYARD_CLUSTER_ROLE; grep Cpus_allowed_list /proc/self/status"
+    cluster = {"JETYARD_CLUSTER_ROLE": "main", "JETYARD_CLUSTER_HOST": "main1"}
+    task, stopping = start_agent(settings, nats_settings)
+    try:
+        await change_ledger(
+            store,
+            node_id,
+            allocate(kernel, image=IMAGE, command=("sh", "-c", show), env=cluster,
+                     hostname="main1", numa_node=0),
+        )  # fmt: skip
+        ended = await eventually(lambda: reported(store, node_id, "KernelExited", kernel))
+    finally:
+        stopping.set()
+        await task
+
+    assert ended["exit_code"] == 0
+    pinned = format_cpulist(node0)
+    output = await read_kernel_logs(bus, kernel) or ""
+    assert output.split("\n")[:2] == ["main1", "main"]
+    if pinned:  # a machine whose sysfs has no NUMA tree pins nothing (and says so in docs)
+        assert output.split("\n")[2].split() == ["Cpus_allowed_list:", pinned]

@@ -1,6 +1,7 @@
 """The node agent on the real nats-server with the simulated backend: registration and epochs,
 allocations started and stopped from its ledger, exits and failures reported once, heartbeats,
-re-attaching after a crash, and fencing released work."""
+re-attaching after a crash, fencing released work, and the devices, host name, CPU pinning and
+MPS settings an allocation's container is given."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from commands.agent import Agent
+from commands.node import Node
 from commands.repository import load
 from events.bus import Bus
 from events.store import EventStore
+from schemas.devices import DeviceShare
 from schemas.ids import new_id, node_id_for_host
 from schemas.subjects import HEARTBEATS_BUCKET
 from services.node.agent import NodeAgent
@@ -24,6 +28,7 @@ from services.node.heartbeat import heartbeat_key
 from services.node.logs import read_kernel_logs
 from services.node.record import AgentSupersededError
 from services.node.settings import AgentSettings
+from services.node.topology import format_cpulist
 from tests.integration.node_support import (
     allocate,
     change_ledger,
@@ -33,16 +38,23 @@ from tests.integration.node_support import (
     release,
     stop,
 )
+from tests.support import NOW
 
 IMAGE = "python:3.12"
+MPS = Path("/run/jetyard-mps")
 
 
-def machine() -> tuple[AgentSettings, SimulatedBackend]:
+def machine(gpus: int = 0, mps: Path | None = None) -> tuple[AgentSettings, SimulatedBackend]:
     """A fresh simulated machine: unique host name (the server is shared), its backend."""
     settings = AgentSettings(
-        hostname=f"sim-{new_id()}", backend="simulated", simulated_images=(IMAGE,)
+        hostname=f"sim-{new_id()}",
+        backend="simulated",
+        simulated_images=(IMAGE,),
+        simulated_gpus=gpus,
+        mps_pipe_dir=mps,
     )
-    return settings, SimulatedBackend(node_id_for_host(settings.hostname), [IMAGE])
+    backend = SimulatedBackend(node_id_for_host(settings.hostname), [IMAGE], mps_pipe_dir=mps)
+    return settings, backend
 
 
 @asynccontextmanager
@@ -220,3 +232,62 @@ async def test_an_agent_stops_when_a_newer_incarnation_registers(bus: Bus) -> No
 
 async def _registered(agent: NodeAgent) -> int:
     return agent.record.epoch
+
+
+async def test_an_allocation_runs_on_exactly_its_devices_pinned_to_their_numa_node(
+    bus: Bus,
+) -> None:
+    store = EventStore(bus)
+    settings, backend = machine(gpus=8, mps=MPS)
+    node_id, main, sub = node_id_for_host(settings.hostname), new_id(), new_id()
+
+    async with running(bus, settings, backend) as agent:
+        hardware = agent.capacity
+        gpus = hardware.devices
+
+        def held(index: int, hundredths: int = 100) -> DeviceShare:
+            d = gpus[index]
+            return DeviceShare(index=d.index, uuid=d.uuid, hundredths=hundredths,
+                               whole=hundredths == 100)  # fmt: skip
+
+        def register() -> Node:
+            # As the scheduler does from the agent's registration.
+            return Node.register(
+                node_id, settings.hostname, "default",
+                hardware.slots.model_copy(update={"memory_bytes": 1 << 40}), NOW,
+                devices=gpus, numa=hardware.numa,
+            )  # fmt: skip
+
+        cluster = {"JETYARD_CLUSTER_ROLE": "main", "JETYARD_CLUSTER_HOSTS": "main1,sub1"}
+        await change_ledger(
+            store,
+            node_id,
+            allocate(main, image=IMAGE, devices=(held(4), held(5)), hostname="main1",
+                     numa_node=1, env=cluster),
+            register=register,
+        )  # fmt: skip
+        await change_ledger(
+            store, node_id, allocate(sub, image=IMAGE, devices=(held(0, 30),), numa_node=0)
+        )
+        await eventually(lambda: running_kernel(store, node_id, main))
+        await eventually(lambda: running_kernel(store, node_id, sub))
+        whole, shared = backend.launch_of(main), backend.launch_of(sub)
+
+    assert whole is not None and shared is not None
+    assert [d.numa_node for d in gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    host = whole.config["HostConfig"]
+    assert host["DeviceRequests"][0]["DeviceIDs"] == [gpus[4].uuid, gpus[5].uuid]
+    assert host["CpusetCpus"] == format_cpulist(hardware.numa[1].cpus)
+    assert whole.config["Hostname"] == "main1"
+    assert whole.env["CUDA_VISIBLE_DEVICES"] == f"{gpus[4].uuid},{gpus[5].uuid}"
+    assert whole.env["JETYARD_CLUSTER_HOSTS"] == "main1,sub1"
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in whole.env
+    # The share runs as an MPS client limited to 30% of its device (80 GiB -> 24 GiB).
+    assert shared.config["HostConfig"]["CpusetCpus"] == format_cpulist(hardware.numa[0].cpus)
+    assert shared.env["CUDA_MPS_PIPE_DIRECTORY"] == str(MPS)
+    assert shared.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "30"
+    assert shared.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=24576M"
+    registered = next(p for n, p in await facts(store, node_id) if n == "AgentRegistered")
+    assert [n["node"] for n in registered["numa"]] == [0, 1]
+    assert [d["numa_node"] for d in registered["devices"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert registered["capacity"]["gpu_hundredths"] == 800

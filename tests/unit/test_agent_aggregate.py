@@ -14,7 +14,7 @@ from events.domain.agent import (
     KernelFailedToStart,
     KernelStarted,
 )
-from schemas.devices import DeviceInfo
+from schemas.devices import DeviceInfo, NumaNode
 from schemas.resources import ResourceSlots
 from tests.unit.scenario import T0, at, envelope_of, given, then
 
@@ -192,3 +192,36 @@ def test_an_agent_loads_from_a_v1_registration() -> None:
 
     assert agent is not None
     assert agent.backend == "docker"
+
+
+# ---- NUMA layout (added with a default: older registrations have none) --------------------
+
+
+def test_a_registration_carries_the_numa_layout_and_devices_their_numa_node() -> None:
+    numa = (NumaNode(node=0, cpus=(0, 1)), NumaNode(node=1, cpus=(2, 3)))
+    gpu = GPU.model_copy(update={"numa_node": 1})
+
+    agent = Agent.register(
+        AID,
+        epoch=1,
+        hostname="gpu-01",
+        backend="docker",
+        capacity=CAPACITY,
+        devices=[gpu],
+        numa=numa,
+        now=T0,
+    )
+
+    assert then(agent) == [REGISTERED.model_copy(update={"devices": (gpu,), "numa": numa,
+                                                         "images": ()})]  # fmt: skip
+    assert (agent.numa, agent.devices[0].numa_node) == (numa, 1)
+
+
+def test_a_registration_written_before_numa_loads_with_none() -> None:
+    payload = REGISTERED.model_dump(mode="json")
+    del payload["numa"]
+    old = envelope_of(AID, 1, REGISTERED, T0).model_copy(update={"payload": payload})
+
+    agent = Agent.rehydrate([old])
+
+    assert agent is not None and agent.numa == ()
