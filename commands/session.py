@@ -1,21 +1,37 @@
 """The ``session`` aggregate (``ev.session.<id>``): one compute session's lifecycle, decided by
-the scheduler. Agent facts (kernel started, exited, failed) arrive as commands here."""
+the scheduler. Agent facts (kernel started, exited, failed) arrive as commands here.
+
+A cluster session has several kernels: kernels[0] is the main one. It runs once every kernel
+has started; its result is the main kernel's exit; a sub-kernel that exits earlier is recorded
+and ends nothing; a kernel that fails to start puts the session in ERROR."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from commands.aggregate import Aggregate
-from commands.errors import DomainError, IllegalTransition
+from commands.errors import IllegalTransition
+from commands.session_rules import (
+    PENDING_KERNEL,
+    TRANSITIONS,
+    InvalidPlacementError,
+    KernelState,
+    StatusChange,
+    UnknownKernelError,
+    kernel_of,
+)
 from events.domain.session import (
     SessionAdmitted,
     SessionCancelled,
     SessionCreating,
     SessionFailed,
+    SessionKernelExited,
+    SessionKernelFailed,
+    SessionKernelStarted,
     SessionPendingReasonChanged,
     SessionPreparing,
     SessionRequested,
@@ -25,44 +41,27 @@ from events.domain.session import (
     SessionTerminating,
 )
 from schemas.ids import kernel_id_for
-from schemas.session import SessionSpec, SessionStatus
+from schemas.session import (
+    KernelStatus,
+    SessionResult,
+    SessionSpec,
+    SessionStatus,
+    cluster_host,
+    result_of,
+)
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 
 S = SessionStatus
 
-# Every legal status change, in one place. Terminal statuses lead nowhere.
-TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
-    S.PENDING: frozenset({S.PENDING, S.SCHEDULED, S.CANCELLED, S.ERROR}),
-    S.SCHEDULED: frozenset(
-        {S.PREPARING, S.CREATING, S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}
-    ),
-    S.PREPARING: frozenset({S.CREATING, S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.CREATING: frozenset({S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.RUNNING: frozenset({S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.TERMINATING: frozenset({S.TERMINATED, S.ERROR}),
-    S.TERMINATED: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.ERROR: frozenset(),
-}
-
-
-class InvalidPlacementError(DomainError):
-    """A placement does not name exactly the session's kernels."""
-
-
-class UnknownKernelError(DomainError):
-    """A kernel fact names a kernel that is not part of the session."""
-
-
-class StatusChange(BaseModel):
-    """One line of the status timeline users see."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    status: SessionStatus
-    reason: str
-    at: AwareDatetime
+__all__ = [
+    "TRANSITIONS",
+    "InvalidPlacementError",
+    "KernelState",
+    "Session",
+    "StatusChange",
+    "UnknownKernelError",
+]
 
 
 class Session(Aggregate):
@@ -77,6 +76,7 @@ class Session(Aggregate):
         history: list[StatusChange]
         owner: SessionOwner | None = None
         admitted: bool = False
+        kernels: dict[str, KernelState] = {}
 
     def __init__(self) -> None:
         # Filled by ``Requested.apply``; a session exists only from its first event.
@@ -89,11 +89,66 @@ class Session(Aggregate):
         self.owner: SessionOwner | None = None
         self.admitted = False
         """Its slots are reserved on every quota scope; only admitted sessions are placed."""
+        self.kernels: dict[str, KernelState] = {}
+        """Kernel id -> its fate, in a multi-kernel session (no entry: not started)."""
 
     @property
     def reason(self) -> str:
         """Why the session is in its current status."""
         return self.history[-1].reason
+
+    @property
+    def main_kernel(self) -> str:
+        return self.kernel_ids[0]
+
+    def kernel(self, kernel_id: str) -> KernelState:
+        """One kernel's fate. A single-kernel session's one kernel does what the session
+        does (it writes no kernel events)."""
+        if self._single:
+            return kernel_of(self.status, self.exit_code, self.reason)
+        return self.kernels.get(kernel_id, PENDING_KERNEL)
+
+    @property
+    def result(self) -> SessionResult | None:
+        """success (exit code 0), failure (another exit code, or ERROR); None while running,
+        when cancelled, or when it ended with no exit code."""
+        return result_of(self.status, self.exit_code)
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When it first ran (all its kernels had started)."""
+        return next((h.at for h in self.history if h.status is S.RUNNING), None)
+
+    @property
+    def timeout_at(self) -> datetime | None:
+        """When a batch session with a timeout is stopped: its start plus ``timeout_s``."""
+        started, timeout_s = self.started_at, self.spec.timeout_s
+        if started is None or timeout_s is None:
+            return None
+        return started + timedelta(seconds=timeout_s)
+
+    def kernels_to_stop(self) -> tuple[str, ...]:
+        """Once the session is ending or over: its placed kernels that have not ended, whose
+        node ledgers must ask their agents to stop them. Empty before that."""
+        if self.status is not S.TERMINATING and not self.status.is_terminal:
+            return ()
+        return tuple(
+            k
+            for k in self.kernel_ids
+            if k in self.placements and not self.kernel(k).status.has_ended
+        )
+
+    @property
+    def _single(self) -> bool:
+        # A single-kernel session writes no kernel events: its status events say it all.
+        return len(self.kernel_ids) == 1
+
+    def _host(self, kernel_id: str) -> str:
+        return cluster_host(self.kernel_ids.index(kernel_id))
+
+    def _all_ended_with(self, kernel_id: str) -> bool:
+        """Every kernel has ended once ``kernel_id`` has."""
+        return all(self.kernel(k).status.has_ended for k in self.kernel_ids if k != kernel_id)
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -172,19 +227,92 @@ class Session(Aggregate):
     # the agent reconciles its containers with the node ledger, not with the session.
 
     def kernel_started(self, kernel_id: str, now: datetime, reason: str = "kernel started") -> bool:
+        """RUNNING once every kernel has started (SessionStarted once)."""
         self._check_kernel(kernel_id, S.RUNNING)
         if self.status in (S.RUNNING, S.TERMINATING) or self.status.is_terminal:
             return False  # a terminating session stays terminating
-        return self._change(S.RUNNING, self.Started, now, reason=reason)
+        if self._single:
+            return self._change(S.RUNNING, self.Started, now, reason=reason)
+        if self.kernel(kernel_id).status is not KernelStatus.PENDING:
+            return False
+        self._check(S.RUNNING)
+        self._trigger(self.KernelStarted, now, kernel_id=kernel_id, reason=reason)
+        if all(self.kernel(k).status is not KernelStatus.PENDING for k in self.kernel_ids):
+            started = f"all {len(self.kernel_ids)} kernels started"
+            self._change(S.RUNNING, self.Started, now, reason=started)
+        return True
 
     def kernel_exited(self, kernel_id: str, exit_code: int, reason: str, now: datetime) -> bool:
-        # One kernel per session for now (MAX_KERNELS): its exit ends the session.
+        """The main kernel's exit ends the session with its exit code (TERMINATING until the
+        other kernels are gone); a sub-kernel's is recorded and ends nothing by itself."""
         self._check_kernel(kernel_id, S.TERMINATED)
-        return self.mark_terminated(reason, now, exit_code=exit_code)
+        if self._single:
+            return self.mark_terminated(reason, now, exit_code=exit_code)
+        return self._kernel_ended(kernel_id, exit_code, reason, now)
+
+    def kernel_stopped(self, kernel_id: str, reason: str, now: datetime) -> bool:
+        """A kernel of an ending session was stopped before it started: no exit code, and not
+        an error (the end was asked for). The session ends once every kernel has."""
+        self._check_kernel(kernel_id, S.TERMINATED)
+        if self._single:
+            return self.mark_terminated(reason, now)
+        return self._kernel_ended(kernel_id, None, reason, now)
 
     def kernel_failed(self, kernel_id: str, reason: str, now: datetime) -> bool:
+        """A kernel failed to start: the session goes to ERROR, and the scheduler stops the
+        others (``kernels_to_stop``)."""
         self._check_kernel(kernel_id, S.ERROR)
-        return self.fail(reason, now)
+        if self._single:
+            return self.fail(reason, now)
+        if self.kernel(kernel_id).status.has_ended or not self._may_record(kernel_id):
+            return False
+        ending = not self.status.is_terminal
+        if ending:
+            self._check(S.ERROR)
+        self._trigger(self.KernelFailed, now, kernel_id=kernel_id, reason=reason)
+        if ending:
+            self._change(S.ERROR, self.Failed, now, reason=f"{self._host(kernel_id)}: {reason}")
+        return True
+
+    def time_out(self, now: datetime) -> bool:
+        """Stop a RUNNING batch session whose ``timeout_at`` has come; otherwise nothing."""
+        deadline = self.timeout_at
+        if deadline is None or now < deadline or self.status is not S.RUNNING:
+            return False
+        reason = f"timed out after {self.spec.timeout_s}s"
+        return self._change(S.TERMINATING, self.Terminating, now, reason=reason)
+
+    def _kernel_ended(
+        self, kernel_id: str, exit_code: int | None, reason: str, now: datetime
+    ) -> bool:
+        if self.kernel(kernel_id).status.has_ended or not self._may_record(kernel_id):
+            return False
+        target: SessionStatus | None = None
+        if self.status.is_terminal:
+            pass  # only the kernel's fate is left to record
+        elif self._all_ended_with(kernel_id):
+            target = S.TERMINATED
+        elif kernel_id == self.main_kernel and self.status is not S.TERMINATING:
+            target = S.TERMINATING
+        if target is not None:
+            self._check(target)  # an illegal change refuses before anything is recorded
+        self._trigger(
+            self.KernelExited, now, kernel_id=kernel_id, exit_code=exit_code, reason=reason
+        )
+        main = self.kernel(self.main_kernel)
+        if target is S.TERMINATED:
+            # The result is the main kernel's, whichever kernel ended last.
+            ended = f"{cluster_host(0)}: {main.reason}"
+            self._change(S.TERMINATED, self.Terminated, now, reason=ended, exit_code=main.exit_code)
+        elif target is S.TERMINATING:
+            stopping = f"{cluster_host(0)}: {reason}"
+            self._change(S.TERMINATING, self.Terminating, now, reason=stopping)
+        return True
+
+    def _may_record(self, kernel_id: str) -> bool:
+        # After the end, only a placed kernel's fate is still worth recording (it was to be
+        # stopped); a cancelled session never had kernels.
+        return not self.status.is_terminal or kernel_id in self.placements
 
     # ---- rules ---------------------------------------------------------------------------
 
@@ -249,6 +377,24 @@ class Session(Aggregate):
     class Started(SessionStarted, Aggregate.Event):
         def apply(self, session: Session) -> None:
             session._enter(S.RUNNING, self.reason, self.timestamp)
+
+    class KernelStarted(SessionKernelStarted, Aggregate.Event):
+        def apply(self, session: Session) -> None:
+            session.kernels[self.kernel_id] = KernelState(
+                status=KernelStatus.RUNNING, reason=self.reason
+            )
+
+    class KernelExited(SessionKernelExited, Aggregate.Event):
+        def apply(self, session: Session) -> None:
+            session.kernels[self.kernel_id] = KernelState(
+                status=KernelStatus.TERMINATED, exit_code=self.exit_code, reason=self.reason
+            )
+
+    class KernelFailed(SessionKernelFailed, Aggregate.Event):
+        def apply(self, session: Session) -> None:
+            session.kernels[self.kernel_id] = KernelState(
+                status=KernelStatus.ERROR, reason=self.reason
+            )
 
     class Terminating(SessionTerminating, Aggregate.Event):
         def apply(self, session: Session) -> None:

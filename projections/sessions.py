@@ -6,7 +6,9 @@ rows a batch touches in one query and writes the differences back.
 
 Owner columns (access key, user, project, domain) come from ``SessionRequested.owner``, the
 scopes authorisation and quotas use; sessions from before tenancy have none (NULL), so only a
-superadmin's unfiltered listing shows them.
+superadmin's unfiltered listing shows them. Batch and cluster columns (dependencies, start time,
+timeout, cluster mode, kernel count) come from the spec; ``result`` follows status and exit code
+(``schemas.session.result_of``). Per-kernel events (``SessionKernel*``) are not read here.
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ from events.domain.session import (
 from events.envelope import StoredEvent
 from projections.base import UNDECODABLE, View, skip_undecodable
 from projections.db import UTCDateTime, sync_rows
-from schemas.session import SessionStatus
+from schemas.session import SessionStatus, result_of
 
 NAME = "sessions"
-VERSION = 2
-"""v2: owner columns (access key, user, project, domain from the owner), priority, admitted."""
+VERSION = 3
+"""v2: owner columns (access key, user, project, domain from the owner), priority, admitted.
+v3: batch and cluster columns (depends_on, starts_at, timeout_s, cluster_mode, kernel_count)
+and result."""
 EVENTS = frozenset(
     cls.event_name
     for cls in (
@@ -100,6 +104,12 @@ def tables(suffix: str = "") -> SessionTables:
         Column("kernel_ids", JSON, nullable=False),
         Column("node_ids", JSON, nullable=False),
         Column("exit_code", Integer),
+        Column("result", String(16)),  # success | failure; NULL while running or if cancelled
+        Column("depends_on", JSON, nullable=False),
+        Column("starts_at", UTCDateTime),
+        Column("timeout_s", Integer),
+        Column("cluster_mode", String(16), nullable=False),
+        Column("kernel_count", Integer, nullable=False),
         Column("project", String(64)),  # the envelope's tenant project
         Column("owner_kind", String(16), nullable=False),  # who asked: the envelope's actor
         Column("owner_id", String(128), nullable=False),
@@ -148,6 +158,13 @@ class SessionRecord:
     kernel_ids: tuple[str, ...]
     node_ids: tuple[str, ...]
     exit_code: int | None
+    result: str | None
+    """success | failure once ended (``schemas.session.result_of``); None before, or cancelled."""
+    depends_on: tuple[str, ...]
+    starts_at: datetime | None
+    timeout_s: int | None
+    cluster_mode: str
+    kernel_count: int
     project: str | None
     owner_kind: str
     owner_id: str
@@ -202,6 +219,12 @@ def apply(
             kernel_ids=payload.kernel_ids,
             node_ids=(),
             exit_code=None,
+            result=None,
+            depends_on=spec.depends_on,
+            starts_at=spec.starts_at,
+            timeout_s=spec.timeout_s,
+            cluster_mode=spec.cluster_mode.value,
+            kernel_count=len(spec.kernels),
             project=env.tenant.project,
             owner_kind=env.actor.kind.value,
             owner_id=env.actor.id,
@@ -248,10 +271,12 @@ def apply(
             status = SessionStatus.ERROR
         case _:
             return row, None
+    outcome = result_of(status, changes.get("exit_code", row.exit_code))
     row = replace(
         row,
         status=status,
         status_reason=reason,
+        result=outcome.value if outcome is not None else None,
         updated_at=env.occurred_at,
         last_seq=event.seq,
         **changes,
@@ -272,6 +297,7 @@ def to_row(record: SessionRecord) -> dict[str, Any]:
     row["command"] = list(record.command) if record.command is not None else None
     row["kernel_ids"] = list(record.kernel_ids)
     row["node_ids"] = list(record.node_ids)
+    row["depends_on"] = list(record.depends_on)
     return row
 
 
@@ -281,6 +307,7 @@ def from_row(row: Any) -> SessionRecord:
     values["command"] = tuple(row.command) if row.command is not None else None
     values["kernel_ids"] = tuple(row.kernel_ids)
     values["node_ids"] = tuple(row.node_ids)
+    values["depends_on"] = tuple(row.depends_on)
     return SessionRecord(**values)
 
 

@@ -1,11 +1,14 @@
-"""Session vocabulary: types and statuses (the names Backend.AI users know)."""
+"""Session vocabulary: types, statuses and results (the names Backend.AI users know), and the
+spec a session is asked for with: kernels, cluster mode, batch dependencies, start time, timeout."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from schemas.ids import TOKEN_PATTERN
 from schemas.resources import ResourceSlots
 from schemas.tenancy import SESSION_PRIORITY_DEFAULT, SESSION_PRIORITY_MAX
 
@@ -36,7 +39,49 @@ TERMINAL_STATUSES = frozenset(
 )
 
 
+class SessionResult(StrEnum):
+    """How an ended session went (Backend.AI's ``SessionResult`` without "undefined")."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+
+
+def result_of(status: SessionStatus, exit_code: int | None) -> SessionResult | None:
+    """TERMINATED with exit code 0 succeeded; another exit code, or ERROR, failed. None while
+    the session has not ended, when it was cancelled, or when it ended with no exit code (its
+    main kernel was stopped before it ran)."""
+    if status is SessionStatus.ERROR:
+        return SessionResult.FAILURE
+    if status is not SessionStatus.TERMINATED or exit_code is None:
+        return None
+    return SessionResult.SUCCESS if exit_code == 0 else SessionResult.FAILURE
+
+
+class KernelStatus(StrEnum):
+    """Where one kernel of a session is (its own fate in a multi-kernel session)."""
+
+    PENDING = "PENDING"
+    """Not started yet (or not placed yet)."""
+    RUNNING = "RUNNING"
+    TERMINATED = "TERMINATED"
+    """Exited (with its exit code), or stopped before it started (no exit code)."""
+    ERROR = "ERROR"
+    """Failed to start."""
+
+    @property
+    def has_ended(self) -> bool:
+        return self in (KernelStatus.TERMINATED, KernelStatus.ERROR)
+
+
+def cluster_host(index: int) -> str:
+    """The hostname of a session's kernel by index: ``main1``, then ``sub1``, ``sub2``..."""
+    return "main1" if index == 0 else f"sub{index}"
+
+
 MAX_KERNELS = 64
+MAX_DEPENDENCIES = 16
+MAX_TIMEOUT_S = 366 * 24 * 3600
+"""A year: longer is a mistake, and a bound keeps ``started_at + timeout`` far from overflow."""
 
 
 class ClusterMode(StrEnum):
@@ -72,6 +117,37 @@ class SessionSpec(BaseModel):
     priority: int = Field(default=SESSION_PRIORITY_DEFAULT, ge=0, le=SESSION_PRIORITY_MAX)
     """Higher goes first; a keypair's policy caps it (``max_priority``)."""
     cluster_mode: ClusterMode = ClusterMode.SINGLE_NODE
+    depends_on: tuple[str, ...] = ()
+    """Session ids that must end TERMINATED with exit code 0 before this one may be placed; if
+    one ends otherwise, this one is cancelled."""
+    starts_at: AwareDatetime | None = None
+    """Not placed before this time."""
+    timeout_s: int | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)
+    """Batch sessions only: terminated this many seconds after it started running."""
+
+    @field_validator("depends_on")
+    @classmethod
+    def _dependencies(cls, ids: tuple[str, ...]) -> tuple[str, ...]:
+        if len(ids) > MAX_DEPENDENCIES:
+            raise ValueError(f"at most {MAX_DEPENDENCIES} dependencies, got {len(ids)}")
+        for session_id in ids:
+            if not TOKEN_PATTERN.match(session_id):
+                raise ValueError(
+                    f"dependency {session_id!r} is not a session id: "
+                    "use 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'"
+                )
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"dependency {repeated[0]!r} is named more than once")
+        return ids
+
+    @model_validator(mode="after")
+    def _timeout_is_for_batch(self) -> Self:
+        if self.timeout_s is not None and self.type is not SessionType.BATCH:
+            raise ValueError(
+                f"timeout_s applies to batch sessions only, not to {self.type.value} ones"
+            )
+        return self
 
     @field_validator("env")
     @classmethod

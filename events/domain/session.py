@@ -1,6 +1,9 @@
 """Events of the ``session`` aggregate (``ev.session.<id>``), written only by the scheduler.
 
 Every status change carries a ``reason``: the status timeline users see is built from them.
+The ``SessionKernel*`` events record one kernel's fate in a multi-kernel (cluster) session and
+change no status by themselves; a single-kernel session writes none (its status events say what
+its one kernel did).
 """
 
 from __future__ import annotations
@@ -67,21 +70,51 @@ class SessionCreating(Event):
 
 @event("SessionStarted", SESSION)
 class SessionStarted(Event):
-    """RUNNING: the agent reported its kernel started."""
+    """RUNNING: the agent reported its kernel started (every kernel, in a cluster session)."""
 
+    reason: str
+
+
+@event("SessionKernelStarted", SESSION)
+class SessionKernelStarted(Event):
+    """One kernel of a multi-kernel session started; ``SessionStarted`` follows the last."""
+
+    kernel_id: str
+    reason: str = "kernel started"
+
+
+@event("SessionKernelExited", SESSION)
+class SessionKernelExited(Event):
+    """One kernel of a multi-kernel session ended: exited with its exit code, or stopped before
+    it started (``exit_code`` null). The main kernel's exit ends the session; a sub-kernel's
+    does not."""
+
+    kernel_id: str
+    exit_code: int | None = None
+    reason: str
+
+
+@event("SessionKernelFailed", SESSION)
+class SessionKernelFailed(Event):
+    """One kernel of a multi-kernel session failed to start; ``SessionFailed`` follows unless
+    the session had already ended."""
+
+    kernel_id: str
     reason: str
 
 
 @event("SessionTerminating", SESSION)
 class SessionTerminating(Event):
-    """Termination was asked for; the session ends when its kernel is gone."""
+    """Termination was asked for (or the main kernel exited, or a batch session timed out);
+    the session ends when its kernels are gone."""
 
     reason: str
 
 
 @event("SessionTerminated", SESSION)
 class SessionTerminated(Event):
-    """TERMINATED: the kernel exited (with its exit code) or was stopped before it started."""
+    """TERMINATED: the kernel exited (with its exit code) or was stopped before it started. In
+    a cluster session: every kernel has ended, and the exit code is the main kernel's."""
 
     reason: str
     exit_code: int | None = None

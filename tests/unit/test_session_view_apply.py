@@ -13,6 +13,8 @@ from events.domain.session import (
     SessionCancelled,
     SessionCreating,
     SessionFailed,
+    SessionKernelExited,
+    SessionKernelStarted,
     SessionPendingReasonChanged,
     SessionPreparing,
     SessionRequested,
@@ -29,7 +31,7 @@ from projections.sessions import SessionRecord, StatusEntry, apply
 from schemas.ids import kernel_id_for
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
-from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.session import ClusterMode, KernelSpec, SessionSpec, SessionStatus, SessionType
 from schemas.tenancy import SessionOwner
 from tests.support import NOW, envelope, ref
 
@@ -57,7 +59,7 @@ def stored(seq: int, session: AggregateRef, version: int, event: Event) -> Store
 def requested(
     seq: int, session: AggregateRef, owner: SessionOwner | None = None, spec: SessionSpec = SPEC
 ) -> StoredEvent:
-    kernels = (kernel_id_for(session.id, 0),)
+    kernels = tuple(kernel_id_for(session.id, i) for i in range(len(spec.kernels)))
     return stored(seq, session, 1, SessionRequested(spec=spec, kernel_ids=kernels, owner=owner))
 
 
@@ -90,6 +92,8 @@ def test_requested_creates_a_pending_row_with_what_was_asked() -> None:
     # From before tenancy: no owner, so no scopes, and admitted at once (as the aggregate is).
     assert (row.access_key, row.user_id, row.project_id, row.domain) == (None,) * 4
     assert (row.priority, row.admitted) == (10, True)
+    assert (row.depends_on, row.starts_at, row.timeout_s, row.result) == ((), None, None, None)
+    assert (row.cluster_mode, row.kernel_count) == ("single-node", 1)
     assert row.created_at == row.updated_at == NOW + timedelta(seconds=1)
     assert entry == StatusEntry(session.id, 10, SessionStatus.PENDING, "requested", row.created_at)
 
@@ -156,14 +160,68 @@ def test_every_status_change_is_recorded_with_its_reason() -> None:
     ]
 
 
+BATCH = SPEC.model_copy(
+    update={
+        "type": SessionType.BATCH,
+        "kernels": SPEC.kernels * 3,
+        "cluster_mode": ClusterMode.MULTI_NODE,
+        "depends_on": ("dep-1", "dep-2"),
+        "starts_at": NOW + timedelta(hours=2),
+        "timeout_s": 600,
+    }
+)
+
+
+def test_a_batch_cluster_session_keeps_what_was_asked_and_its_result() -> None:
+    session = ref()
+    kernels = [kernel_id_for(session.id, i) for i in range(3)]
+    row, _ = apply(None, requested(1, session, spec=BATCH))
+    assert row is not None
+    assert (row.depends_on, row.starts_at, row.timeout_s) == (
+        ("dep-1", "dep-2"),
+        NOW + timedelta(hours=2),
+        600,
+    )
+    assert (row.cluster_mode, row.kernel_count, row.type) == ("multi-node", 3, "batch")
+    assert row.cpu_milli == 3 * 2000  # the whole session's request
+    changes: list[Event] = [
+        SessionScheduled(placements=dict.fromkeys(kernels, "n1"), reason="placed"),
+        *(SessionKernelStarted(kernel_id=k) for k in kernels),
+        SessionStarted(reason="all 3 kernels started"),
+        SessionKernelExited(kernel_id=kernels[0], exit_code=0, reason="exited"),
+        SessionTerminating(reason="main1: exited"),
+    ]
+    row, history = fold(
+        [requested(1, session, spec=BATCH)]
+        + [stored(2 + i, session, 2 + i, e) for i, e in enumerate(changes)]
+    )
+    assert row is not None
+    # Kernel events change no status: the timeline has the session's changes only.
+    assert [h.status for h in history] == [
+        SessionStatus.PENDING,
+        SessionStatus.SCHEDULED,
+        SessionStatus.RUNNING,
+        SessionStatus.TERMINATING,
+    ]
+    assert (row.status, row.result, row.exit_code) == (SessionStatus.TERMINATING, None, None)
+
+    done = stored(20, session, 20, SessionTerminated(reason="main1: exited", exit_code=0))
+    ended, _ = apply(row, done)
+    assert ended is not None and (ended.result, ended.exit_code) == ("success", 0)
+    failed = stored(20, session, 20, SessionTerminated(reason="main1: exited", exit_code=2))
+    ended, _ = apply(row, failed)
+    assert ended is not None and (ended.result, ended.exit_code) == ("failure", 2)
+
+
 def test_cancelled_and_failed_sessions_end_with_their_reason() -> None:
     cancelled, failed = ref(), ref()
     row, _ = fold(
         [requested(1, cancelled), stored(2, cancelled, 2, SessionCancelled(reason="user asked"))]
     )
-    assert row is not None and (row.status, row.status_reason) == (
+    assert row is not None and (row.status, row.status_reason, row.result) == (
         SessionStatus.CANCELLED,
         "user asked",
+        None,
     )
     row, _ = fold([requested(3, failed), stored(4, failed, 2, SessionFailed(reason="never fits"))])
     assert row is not None and (row.status, row.status_reason) == (
@@ -171,6 +229,7 @@ def test_cancelled_and_failed_sessions_end_with_their_reason() -> None:
         "never fits",
     )
     assert row.exit_code is None and row.node_ids == ()
+    assert row.result == "failure"
 
 
 def test_an_event_already_applied_changes_nothing() -> None:
@@ -202,7 +261,7 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
         ),
         stored(4, two, 2, SessionCancelled(reason="user asked")),
         stored(5, one, 3, SessionStarted(reason="kernel started")),
-        requested(6, three, OWNED),
+        requested(6, three, OWNED, BATCH),
         stored(7, three, 2, SessionAdmitted()),
     ]
     try:
@@ -229,6 +288,13 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
                 (three.id, 7, "PENDING"),
             ]
             assert rows[one.id].created_at.tzinfo is not None  # aware on SQLite too
+            back = sessions.from_row(rows[three.id])
+            assert (back.depends_on, back.starts_at, back.timeout_s, back.kernel_count) == (
+                ("dep-1", "dep-2"),
+                NOW + timedelta(hours=2),
+                600,
+                3,
+            )
             assert {k: (r.domain, r.user_id, r.priority, r.admitted) for k, r in rows.items()} == {
                 one.id: (None, None, 10, True),
                 two.id: ("lab", "u-7", 10, False),
