@@ -19,8 +19,11 @@ from schemas.resources import ResourceSlots
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
+    MAX_STARVATION_S,
     NAME_PATTERN,
     AgentSelection,
+    DeviceFill,
+    HeadOfLine,
     KeypairPolicyLimits,
     PolicyKind,
     QueuePolicy,
@@ -31,6 +34,7 @@ from schemas.tenancy import (
 )
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+StarvationSeconds = Annotated[int, Field(ge=0, le=MAX_STARVATION_S)]
 Description = Annotated[str, Field(max_length=1024)]
 Reason = Annotated[str, Field(max_length=512)]
 ImageName = Annotated[
@@ -219,21 +223,34 @@ class ModifyResourcePolicy(Command):
 
 
 class CreateResourceGroup(Command):
+    """Settings left out take ``GroupScheduling``'s defaults, except that a group disperses
+    unless told otherwise (as groups always have)."""
+
     aggregate_type, verb = RG, "create"
     name: Name
     description: Description = ""
     queue_policy: QueuePolicy = QueuePolicy.FIFO
     agent_selection: AgentSelection = AgentSelection.DISPERSED
     allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
+    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
+    starvation_after_s: StarvationSeconds = 300
+    fragmentation_guard: bool = True
+    device_fill: DeviceFill = DeviceFill.FILL
 
 
 class ModifyResourceGroup(Command):
+    """The group's settings, whole: every one is named, so none is reset by leaving it out."""
+
     aggregate_type, verb = RG, "modify"
     name: Name
     description: Description
     queue_policy: QueuePolicy
     agent_selection: AgentSelection
     allowed_session_types: tuple[SessionType, ...]
+    head_of_line: HeadOfLine
+    starvation_after_s: StarvationSeconds
+    fragmentation_guard: bool
+    device_fill: DeviceFill
 
 
 class AssociateResourceGroup(Command):

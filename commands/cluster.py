@@ -1,6 +1,6 @@
 """Where and from what sessions run, decided by the gateway's admin module:
-``ResourceGroup`` (``ev.resource_group.<name>``: its queue policy, agent selection, and the
-domains, projects and keypairs that may use it) and ``Image`` (``ev.image.<id>``).
+``ResourceGroup`` (``ev.resource_group.<name>``: its scheduling settings, and the domains,
+projects and keypairs that may use it) and ``Image`` (``ev.image.<id>``).
 
 Rules that need more than one aggregate (an associated project exists) are the admin
 module's. Repeating a change that is already true records nothing and answers False.
@@ -29,7 +29,14 @@ from events.domain.tenancy import (
 from schemas.resources import ResourceSlots
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
-from schemas.tenancy import AgentSelection, QueuePolicy, ScopeKind, SlotLimits, image_id_for
+from schemas.tenancy import (
+    AgentSelection,
+    GroupScheduling,
+    QueuePolicy,
+    ScopeKind,
+    SlotLimits,
+    image_id_for,
+)
 
 
 class InvalidSettingsError(DomainError):
@@ -42,6 +49,9 @@ class ImageForgottenError(DomainError):
 
 GROUP_SCOPES = (ScopeKind.DOMAIN, ScopeKind.PROJECT, ScopeKind.KEYPAIR)
 
+CREATED_SCHEDULING = GroupScheduling(agent_selection=AgentSelection.DISPERSED)
+"""A new group's settings where the admin names none (groups have always dispersed)."""
+
 
 class ResourceGroup(Aggregate):
     aggregate_type = AggregateType.RESOURCE_GROUP
@@ -49,8 +59,7 @@ class ResourceGroup(Aggregate):
     class State(BaseModel):
         name: str
         description: str
-        queue_policy: QueuePolicy
-        agent_selection: AgentSelection
+        scheduling: GroupScheduling
         allowed_session_types: tuple[SessionType, ...]
         domains: frozenset[str]
         projects: frozenset[str]
@@ -60,8 +69,7 @@ class ResourceGroup(Aggregate):
     def __init__(self) -> None:
         self.name = ""
         self.description = ""
-        self.queue_policy = QueuePolicy.FIFO
-        self.agent_selection = AgentSelection.DISPERSED
+        self.scheduling = CREATED_SCHEDULING
         self.allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
         # Frozen sets, replaced on change: a working copy never shares a set with the folded one.
         self.domains: frozenset[str] = frozenset()
@@ -69,31 +77,36 @@ class ResourceGroup(Aggregate):
         self.keypairs: frozenset[str] = frozenset()
         self.active = True
 
+    @property
+    def queue_policy(self) -> QueuePolicy:
+        return self.scheduling.queue_policy
+
+    @property
+    def agent_selection(self) -> AgentSelection:
+        return self.scheduling.agent_selection
+
     @classmethod
     def create(
-        cls, name: str, description: str, queue_policy: QueuePolicy,
-        agent_selection: AgentSelection, allowed_session_types: Iterable[SessionType],
-        now: datetime,
+        cls, name: str, description: str, scheduling: GroupScheduling,
+        allowed_session_types: Iterable[SessionType], now: datetime,
     ) -> ResourceGroup:  # fmt: skip
         types = _session_types(allowed_session_types)
         return cls._create(
             cls.Created, id=name, timestamp=now, description=description,
-            queue_policy=queue_policy, agent_selection=agent_selection,
-            allowed_session_types=types,
+            allowed_session_types=types, **scheduling.model_dump(),
         )  # fmt: skip
 
     def modify(
-        self, description: str, queue_policy: QueuePolicy, agent_selection: AgentSelection,
+        self, description: str, scheduling: GroupScheduling,
         allowed_session_types: Iterable[SessionType], now: datetime,
     ) -> bool:  # fmt: skip
         types = _session_types(allowed_session_types)
-        wanted = (description, queue_policy, agent_selection, types)
-        held = (self.description, self.queue_policy, self.agent_selection)
-        if wanted == (*held, self.allowed_session_types):
+        held = (self.description, self.scheduling, self.allowed_session_types)
+        if (description, scheduling, types) == held:
             return False
         return self._trigger(
-            self.Modified, now, description=description, queue_policy=queue_policy,
-            agent_selection=agent_selection, allowed_session_types=types,
+            self.Modified, now, description=description, allowed_session_types=types,
+            **scheduling.model_dump(),
         )  # fmt: skip
 
     def members(self, scope: ScopeKind) -> frozenset[str]:
@@ -129,17 +142,11 @@ class ResourceGroup(Aggregate):
     class Created(ResourceGroupCreated, Aggregate.Created):
         def apply(self, group: ResourceGroup) -> None:
             group.name = self.originator_id
-            group.description = self.description
-            group.queue_policy = self.queue_policy
-            group.agent_selection = self.agent_selection
-            group.allowed_session_types = self.allowed_session_types
+            _settings(group, self)
 
     class Modified(ResourceGroupModified, Aggregate.Event):
         def apply(self, group: ResourceGroup) -> None:
-            group.description = self.description
-            group.queue_policy = self.queue_policy
-            group.agent_selection = self.agent_selection
-            group.allowed_session_types = self.allowed_session_types
+            _settings(group, self)
 
     class Associated(ResourceGroupAssociated, Aggregate.Event):
         def apply(self, group: ResourceGroup) -> None:
@@ -156,6 +163,19 @@ class ResourceGroup(Aggregate):
     class Reactivated(ResourceGroupReactivated, Aggregate.Event):
         def apply(self, group: ResourceGroup) -> None:
             group.active = True
+
+
+def _settings(group: ResourceGroup, event: ResourceGroupCreated | ResourceGroupModified) -> None:
+    group.description = event.description
+    group.allowed_session_types = event.allowed_session_types
+    group.scheduling = GroupScheduling(
+        queue_policy=event.queue_policy,
+        agent_selection=event.agent_selection,
+        head_of_line=event.head_of_line,
+        starvation_after_s=event.starvation_after_s,
+        fragmentation_guard=event.fragmentation_guard,
+        device_fill=event.device_fill,
+    )
 
 
 def _session_types(types: Iterable[SessionType]) -> tuple[SessionType, ...]:

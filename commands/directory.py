@@ -30,6 +30,7 @@ from schemas.principal import Actor, ActorKind
 from schemas.subjects import AggregateType, event_subject, events_of
 from schemas.tenancy import (
     DefaultForUnspecified,
+    GroupScheduling,
     KeypairPolicyLimits,
     PolicyKind,
     ScopeKind,
@@ -224,6 +225,12 @@ class Directory(FoldedState):
                 or access_key in group.keypairs
             )
         }
+
+    def group_scheduling(self, name: str) -> GroupScheduling:
+        """How a group queues and places; ``GroupScheduling()`` for a group no admin has
+        created (``default`` before ``jetyard up`` bootstraps it, or a group only agents name)."""
+        group = self.groups.get(name)
+        return GroupScheduling() if group is None else group.scheduling
 
     def image(self, name: str) -> Image | None:
         """A registered image (not forgotten) by name."""

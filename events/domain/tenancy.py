@@ -15,6 +15,8 @@ from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
     AgentSelection,
+    DeviceFill,
+    HeadOfLine,
     KeypairPolicyLimits,
     PolicyKind,
     QueuePolicy,
@@ -194,20 +196,35 @@ class ResourcePolicyModified(Event):
 # ---- resource groups ----------------------------------------------------------------------
 
 
+# The scheduling fields after the first two came later: their defaults are what a group
+# created or modified before them meant (literals, not ``GroupScheduling()``'s defaults, so a
+# later change of those never rewrites history).
+
+
 @event("ResourceGroupCreated", GROUP)
 class ResourceGroupCreated(Event):
     description: str = ""
     queue_policy: QueuePolicy = QueuePolicy.FIFO
     agent_selection: AgentSelection = AgentSelection.DISPERSED
     allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
+    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
+    starvation_after_s: int = 300
+    fragmentation_guard: bool = True
+    device_fill: DeviceFill = DeviceFill.FILL
 
 
 @event("ResourceGroupModified", GROUP)
 class ResourceGroupModified(Event):
+    """The group's settings, whole."""
+
     description: str
     queue_policy: QueuePolicy
     agent_selection: AgentSelection
     allowed_session_types: tuple[SessionType, ...]
+    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
+    starvation_after_s: int = 300
+    fragmentation_guard: bool = True
+    device_fill: DeviceFill = DeviceFill.FILL
 
 
 @event("ResourceGroupAssociated", GROUP)

@@ -1,5 +1,5 @@
 """Gateway entry point: connect, fold the tenancy directory and quota use, run the admin
-module, open the views, and serve GraphQL on uvicorn until stopped."""
+module, watch the queue board, open the views, and serve GraphQL on uvicorn until stopped."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import uvicorn
 
 from commands.bus import CommandBus
 from events.bus import Bus, connect, ensure_streams
+from events.queues import QueueBoard
 from projections.settings import ProjectionSettings
 from schemas.settings import NatsSettings
 from services.gateway.access import AccessLog
@@ -46,8 +47,11 @@ def secrets_key_of(settings: GatewaySettings) -> bytes:
 async def open_services(
     bus: Bus, settings: GatewaySettings, views: Views
 ) -> tuple[Services, AdminModule, QuotaUse]:
-    """Everything a request needs, started (the admin module takes admin commands from now)."""
+    """Everything a request needs, started (the admin module takes admin commands from now).
+    The caller stops the admin module, the quota use and ``services.queues``."""
     key = secrets_key_of(settings)
+    queues = QueueBoard.on(bus)
+    await queues.start_watching()
     admin = AdminModule(bus)
     await admin.start()
     quotas = QuotaUse(bus)
@@ -75,6 +79,7 @@ async def open_services(
         access=AccessLog(bus),
         quotas=quotas,
         email_key=email_key_of(key),
+        queues=queues,
     )
     return services, admin, quotas
 
@@ -106,5 +111,6 @@ async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event
             await serving
         await admin.stop()
         await quotas.stop()
+        await services.queues.close()
         await views.close()
         await bus.close()

@@ -17,6 +17,7 @@ from services.gateway.views import Views
 
 if TYPE_CHECKING:
     from commands.directory import Directory
+    from events.queues import QueueBoard
     from services.gateway.access import AccessLog
     from services.gateway.auth.authenticate import Authenticator
     from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
@@ -40,6 +41,8 @@ class Services:
     quotas: QuotaUse
     email_key: bytes
     """Key of the email digests (derived from the secrets key)."""
+    queues: QueueBoard
+    """Every group's waiting sessions in order, watched from ``jy-queues``."""
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from commands.messages import CreateSession, explain
 from schemas.principal import Actor, Tenant
+from schemas.session import MAX_KERNELS
 from schemas.tenancy import SessionOwner
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -59,17 +60,25 @@ def create_session_command(
         raise InputError(f"cpu {raw['cpu']!r} is finer than 1/1000 of a core")
     if Decimal(resources["gpu_hundredths"]) != parse_amount("gpu", raw["gpu"]) * 100:
         raise InputError(f"gpu {raw['gpu']!r} is finer than 1/100 of a device")
+    if raw.get("timeout_s") is not None and raw["type"] != "batch":
+        raise InputError("timeoutSeconds applies to batch sessions only (type: batch)")
+    size: int = 1 if raw.get("cluster_size") is None else raw["cluster_size"]
+    if not 1 <= size <= MAX_KERNELS:
+        raise InputError(f"clusterSize must be 1 to {MAX_KERNELS} kernels, got {size}")
     spec: dict[str, Any] = {
         "image": raw["image"],
         "type": raw["type"],
-        "kernels": [{"resources": resources}],
+        # A cluster is N identical kernels; cpu, memory and gpu are each kernel's.
+        "kernels": [{"resources": resources}] * size,
         "command": raw.get("command"),
         "env": raw.get("env") or {},
         "name": raw.get("name"),
         "resource_group": raw.get("resource_group") or "default",
     }
-    if raw.get("priority") is not None:
-        spec["priority"] = raw["priority"]
+    # Left out, they take the spec's defaults (and its validation says what is wrong).
+    for name in ("priority", "cluster_mode", "depends_on", "starts_at", "timeout_s"):
+        if raw.get(name) is not None:
+            spec[name] = raw[name]
     data: dict[str, Any] = {"actor": actor, "tenant": tenant, "spec": spec, "owner": owner}
     if command_id is not None:
         data["command_id"] = command_id

@@ -47,16 +47,20 @@ class QuotaHoldings(FoldedState):
             log.warning("cannot fold %s at seq %d: %r", envelope.name, event.seq, exc)
             return
         quota = envelope.aggregate_id
+        # Each holding event names one session or many (v1 events are upcast to v2).
         if isinstance(decoded, QuotaSessionQueued):
-            self.queued.setdefault(quota, {})[decoded.session_id] = decoded.slots
+            self.queued.setdefault(quota, {}).update(decoded.sessions)
         elif isinstance(decoded, QuotaSessionDequeued):
-            self.queued.get(quota, {}).pop(decoded.session_id, None)
+            for session_id in decoded.sessions:
+                self.queued.get(quota, {}).pop(session_id, None)
         elif isinstance(decoded, QuotaReserved):
             # A reservation on the keypair scope also takes the session off its queue.
-            self.queued.get(quota, {}).pop(decoded.session_id, None)
-            self.reserved.setdefault(quota, {})[decoded.session_id] = decoded.slots
+            for session_id, slots in decoded.sessions.items():
+                self.queued.get(quota, {}).pop(session_id, None)
+                self.reserved.setdefault(quota, {})[session_id] = slots
         elif isinstance(decoded, QuotaReleased):
-            self.reserved.get(quota, {}).pop(decoded.session_id, None)
+            for session_id in decoded.sessions:
+                self.reserved.get(quota, {}).pop(session_id, None)
 
     def use(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int, int]:
         quota = quota_id_for(kind, scope_id)

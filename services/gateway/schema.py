@@ -4,12 +4,14 @@ resolver authorises its caller (``commands/authorisation.py``); the admin and ac
 live in their own modules and are merged here.
 
 Reads: the views (SQL), ``out.<command id>``, ``ev.session.<id>`` (through a JetStream consumer,
-never a core subscription). Writes: ``cmd.session.*``.
+never a core subscription), queue positions (the ``jy-queues`` board the gateway watches).
+Writes: ``cmd.session.*``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from datetime import datetime
 from typing import Any
 
 import strawberry
@@ -34,7 +36,7 @@ from schemas.tenancy import Role, SessionOwner, project_id_for
 from services.gateway.account_schema import AccountMutation, AccountQuery
 from services.gateway.admin_schema import AdminMutation, AdminQuery
 from services.gateway.context import Context, ctx_of, forbidden, who
-from services.gateway.feed import session_status_changes
+from services.gateway.feed import session_updates
 from services.gateway.inputs import InputError, create_session_command
 from services.gateway.limits import limits
 from services.gateway.logs import read_logs
@@ -85,7 +87,11 @@ class CreateSessionInput:
     type: str = strawberry.field(default="interactive", description="interactive | batch")
     cpu: str = strawberry.field(default="1", description="cores, e.g. 0.5")
     memory: str = strawberry.field(default="256m", description="bytes or with a unit: 512m, 2g")
-    gpu: str = strawberry.field(default="0", description="whole devices for now, e.g. 1")
+    gpu: str = strawberry.field(
+        default="0",
+        description="GPUs per kernel: a whole number takes whole devices (2); any other "
+        "amount takes shares in hundredths (0.25, 1.5)",
+    )
     command: list[str] | None = None
     env: list[EnvVar] | None = None
     name: str | None = None
@@ -94,6 +100,21 @@ class CreateSessionInput:
         default=None, description="project name in your domain; optional if you have one"
     )
     priority: int | None = strawberry.field(default=None, description="0-100, default 10")
+    cluster_size: int | None = strawberry.field(
+        default=None, description="kernels, 1-64 (default 1), each with cpu, memory and gpu"
+    )
+    cluster_mode: str | None = strawberry.field(
+        default=None, description="single-node (default: all kernels on one node) | multi-node"
+    )
+    depends_on: list[str] | None = strawberry.field(
+        default=None, description="session ids (up to 16) that must succeed first"
+    )
+    starts_at: datetime | None = strawberry.field(
+        default=None, description="not placed before this time (with a time zone)"
+    )
+    timeout_seconds: int | None = strawberry.field(
+        default=None, description="batch only: terminate this long after it starts running"
+    )
     client_command_id: str | None = strawberry.field(
         default=None, description="idempotency key: the same id never creates a second session"
     )
@@ -231,6 +252,11 @@ class SessionMutation:
             "name": input.name,
             "resource_group": input.resource_group,
             "priority": input.priority,
+            "cluster_size": input.cluster_size,
+            "cluster_mode": input.cluster_mode,
+            "depends_on": input.depends_on,
+            "starts_at": input.starts_at,
+            "timeout_s": input.timeout_seconds,
         }
         try:
             command = create_session_command(
@@ -275,7 +301,9 @@ class SessionMutation:
 @strawberry.type
 class Subscription:
     @strawberry.subscription(
-        description="One session's status changes, from its first; ends at a final status."
+        description="One session's status changes, from its first; ends at a final status. "
+        "While PENDING, each carries its queue position, and a move in the queue is pushed "
+        "as the same change again with the new position."
     )
     async def session_status(
         self,
@@ -287,12 +315,12 @@ class Subscription:
         # From the log, not the view: a session created a moment ago may not be there yet.
         if not can_read_session(who(info), await _owner_on_log(ctx, session_id)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
-        async for change in session_status_changes(ctx.bus, session_id):
+        async for update in session_updates(ctx.bus, ctx.services.queues, session_id):
             # A principal whose keypair or account was deactivated meanwhile gets no more.
             principal = ctx.principal
             if principal is None or ctx.directory.principal(principal.actor) is None:
                 raise GraphQLError("your credentials are no longer valid")
-            yield StatusChange.of(change)
+            yield StatusChange.of(update.change, update.queue)
 
 
 async def _owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:

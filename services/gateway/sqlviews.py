@@ -38,6 +38,11 @@ def _session(view: queries.SessionView) -> SessionRow:
         domain=r.domain,
         priority=r.priority,
         admitted=r.admitted,
+        result=r.result,
+        depends_on=r.depends_on,
+        starts_at=r.starts_at,
+        timeout_s=r.timeout_s,
+        cluster_mode=r.cluster_mode,
     )
 
 

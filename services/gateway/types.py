@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
+from typing import Any
 
 import strawberry
+from strawberry.types import Info
 
+from services.gateway.context import Context
 from services.gateway.views import NodeRow, SessionRow, StatusChangeRow
 
 
@@ -34,10 +37,22 @@ class StatusChange:
     reason: str
     at: datetime
     seq: int
+    queue_position: int | None = strawberry.field(
+        default=None,
+        description="while PENDING: 1-based place in its group's queue, if known. A change "
+        "that repeats the last seq is the queue moving, not a new event",
+    )
+    queue_length: int | None = strawberry.field(
+        default=None, description="how many wait in its group, when queuePosition is known"
+    )
 
     @classmethod
-    def of(cls, row: StatusChangeRow) -> StatusChange:
-        return cls(status=row.status, reason=row.reason, at=row.at, seq=row.seq)
+    def of(cls, row: StatusChangeRow, queue: tuple[int, int] | None = None) -> StatusChange:
+        position, length = queue if queue is not None else (None, None)
+        return cls(
+            status=row.status, reason=row.reason, at=row.at, seq=row.seq,
+            queue_position=position, queue_length=length,
+        )  # fmt: skip
 
 
 @strawberry.type
@@ -55,6 +70,23 @@ def _resources(cpu_milli: int, memory_bytes: int, gpu_hundredths: int) -> Resour
     )
 
 
+def _queue_place(root: Session, info: Info[Context, Any]) -> tuple[int, int] | None:
+    """The queue board's (position, length) of a PENDING session (derived, not in the views)."""
+    if root.status != "PENDING":
+        return None
+    return info.context.services.queues.position(str(root.id))
+
+
+def _queue_position(root: Session, info: Info[Context, Any]) -> int | None:
+    place = _queue_place(root, info)
+    return None if place is None else place[0]
+
+
+def _queue_length(root: Session, info: Info[Context, Any]) -> int | None:
+    place = _queue_place(root, info)
+    return None if place is None else place[1]
+
+
 @strawberry.type
 class Session:
     id: strawberry.ID
@@ -67,11 +99,35 @@ class Session:
     command: list[str] | None
     node_ids: list[str]
     kernel_ids: list[str]
-    exit_code: int | None
+    exit_code: int | None = strawberry.field(
+        description="the main kernel's exit code once TERMINATED; null if it never ran"
+    )
+    result: str | None = strawberry.field(
+        description="success (exit code 0) | failure (another exit code, or ERROR); "
+        "null before the end, when cancelled, or with no exit code"
+    )
+    depends_on: list[str] = strawberry.field(
+        description="sessions that must end TERMINATED with exit code 0 before this one starts"
+    )
+    starts_at: datetime | None = strawberry.field(description="not placed before this time")
+    timeout_seconds: int | None = strawberry.field(
+        description="batch: terminated this long after it started running"
+    )
+    cluster_mode: str = strawberry.field(description="single-node | multi-node")
+    cluster_size: int = strawberry.field(description="how many kernels (kernelIds[0]: main)")
     created_at: datetime
     updated_at: datetime
     history: list[StatusChange]
     seq: int
+    queue_position: int | None = strawberry.field(
+        resolver=_queue_position,
+        description="1-based place among its resource group's waiting sessions; null unless "
+        "PENDING and among the first 10,000 the scheduler published",
+    )
+    queue_length: int | None = strawberry.field(
+        resolver=_queue_length,
+        description="how many wait in its resource group; null when queuePosition is",
+    )
 
     @classmethod
     def of(cls, row: SessionRow) -> Session:
@@ -87,6 +143,12 @@ class Session:
             node_ids=row.node_ids,
             kernel_ids=row.kernel_ids,
             exit_code=row.exit_code,
+            result=row.result,
+            depends_on=list(row.depends_on),
+            starts_at=row.starts_at,
+            timeout_seconds=row.timeout_s,
+            cluster_mode=row.cluster_mode,
+            cluster_size=len(row.kernel_ids),
             created_at=row.created_at,
             updated_at=row.updated_at,
             history=[StatusChange.of(h) for h in row.history],

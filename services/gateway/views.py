@@ -44,6 +44,12 @@ class SessionRow:
     priority: int = SESSION_PRIORITY_DEFAULT
     admitted: bool = True
     """Slots reserved on every quota scope; a PENDING session that is not waits for admission."""
+    result: str | None = None
+    """success | failure once ended; None before, when cancelled, or with no exit code."""
+    depends_on: tuple[str, ...] = ()
+    starts_at: datetime | None = None
+    timeout_s: int | None = None
+    cluster_mode: str = "single-node"
 
 
 @dataclass(frozen=True, slots=True)

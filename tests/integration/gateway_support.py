@@ -86,6 +86,7 @@ async def running_gateway(bus: Bus, data_dir: Path, **settings: Any) -> AsyncIte
         await serving
         await admin_module.stop()
         await quotas.stop()
+        await services.queues.close()
         stop.set()
         with contextlib.suppress(asyncio.CancelledError):
             await projecting

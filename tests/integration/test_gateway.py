@@ -18,7 +18,7 @@ from events.store import EventStore
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
-from schemas.session import KernelSpec, SessionSpec
+from schemas.session import ClusterMode, KernelSpec, SessionSpec, SessionType
 from schemas.subjects import COMMANDS_STREAM
 from tests.integration.gateway_support import Gateway, running_gateway
 from tests.support import NOW
@@ -151,3 +151,72 @@ async def test_the_subscription_streams_status_changes_in_order(bus: Bus, gatewa
     assert [s for s, _ in received] == ["PENDING", "SCHEDULED", "RUNNING", "TERMINATED"]
     seqs = [q for _, q in received]
     assert seqs == sorted(set(seqs))
+
+
+async def test_a_batch_cluster_session_shows_its_fields_and_result(
+    bus: Bus, gateway: Gateway
+) -> None:
+    store = EventStore(bus)
+    dependency = await _new_session(store, "first")
+    starts = NOW.replace(microsecond=0)
+    spec = SessionSpec(
+        image="busybox",
+        type=SessionType.BATCH,
+        kernels=(KernelSpec(resources=ResourceSlots.of(cpu="0.5", memory=64 << 20)),) * 2,
+        cluster_mode=ClusterMode.MULTI_NODE,
+        depends_on=(dependency,),
+        starts_at=starts,
+        timeout_s=90,
+    )
+    session = Session.request(new_id(), spec, NOW)
+    main, sub = session.kernel_ids
+    session.schedule({main: "node-1", sub: "node-2"}, "placed", NOW)
+    for kernel in (main, sub):
+        session.kernel_started(kernel, NOW)
+    session.kernel_exited(sub, 1, "kernel exited with code 1", NOW)
+    session.kernel_exited(main, 0, "kernel exited with code 0", NOW)
+    write = pending_write((session, 0), _cause())
+    assert write is not None
+    seq = (await store.append(write)).seqs[-1]
+    assert await gateway.services.views.wait_for(seq, 10)
+
+    query = """query($id: ID!) { session(id: $id) { status exitCode result dependsOn startsAt
+        timeoutSeconds clusterMode clusterSize kernelIds history { status reason } } }"""
+    shown = (await gateway.gql(query, id=session.id))["data"]["session"]
+    assert shown["status"] == "TERMINATED"
+    # The main kernel's exit is the session's result, whatever the sub-kernel did.
+    assert (shown["exitCode"], shown["result"]) == (0, "success")
+    assert shown["dependsOn"] == [dependency]
+    assert shown["startsAt"] == starts.isoformat()
+    assert (shown["timeoutSeconds"], shown["clusterMode"], shown["clusterSize"]) == (
+        90,
+        "multi-node",
+        2,
+    )
+    assert [h["status"] for h in shown["history"]] == [
+        "PENDING",
+        "SCHEDULED",
+        "RUNNING",
+        "TERMINATED",
+    ]
+    assert shown["history"][-1]["reason"] == "main1: kernel exited with code 0"
+
+
+async def test_bad_batch_input_is_a_clear_error_and_sends_nothing(
+    bus: Bus, gateway: Gateway
+) -> None:
+    before = (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq
+    mutation = (
+        """mutation($input: CreateSessionInput!) { createSession(input: $input) { status } }"""
+    )
+    interactive = await gateway.gql(mutation, input={"image": "busybox", "timeoutSeconds": 60})
+    assert interactive["errors"][0]["message"] == (
+        "timeoutSeconds applies to batch sessions only (type: batch)"
+    )
+    too_big = await gateway.gql(mutation, input={"image": "busybox", "clusterSize": 65})
+    assert too_big["errors"][0]["message"] == "clusterSize must be 1 to 64 kernels, got 65"
+    twice = await gateway.gql(
+        mutation, input={"image": "busybox", "type": "batch", "dependsOn": ["s-1", "s-1"]}
+    )
+    assert "dependency 's-1' is named more than once" in twice["errors"][0]["message"]
+    assert (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq == before

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from schemas.session import SessionType
 from schemas.tenancy import (
+    AgentSelection,
     DefaultForUnspecified,
+    DeviceFill,
+    GroupScheduling,
+    HeadOfLine,
     PolicyKind,
+    QueuePolicy,
     Role,
     SlotLimits,
     StoragePolicyLimits,
@@ -21,6 +27,7 @@ from services.gateway.admin_api.inputs import (
     StoragePolicyInput,
     choice,
     email,
+    group_scheduling,
     parse_size,
     password,
     policy_limits,
@@ -149,3 +156,44 @@ def test_email_password_and_rate_limit() -> None:
     assert rate_limit(None) is None
     with pytest.raises(InputError, match="rateLimit must not be less than 1, got 0"):
         rate_limit(0)
+
+
+def test_group_scheduling_takes_what_is_given_and_keeps_the_rest() -> None:
+    base = GroupScheduling(agent_selection=AgentSelection.DISPERSED)
+    assert group_scheduling(base) == base
+    changed = group_scheduling(
+        base,
+        queue_policy="DRF",
+        head_of_line="block",
+        starvation_after_seconds=0,
+        fragmentation_guard=False,
+        device_fill="evenly",
+    )
+    assert changed == GroupScheduling(
+        queue_policy=QueuePolicy.DRF,
+        agent_selection=AgentSelection.DISPERSED,
+        head_of_line=HeadOfLine.BLOCK,
+        starvation_after_s=0,
+        fragmentation_guard=False,
+        device_fill=DeviceFill.EVENLY,
+    )
+    assert group_scheduling(changed, agent_selection="roundrobin").head_of_line is HeadOfLine.BLOCK
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"head_of_line": "wait"}, "headOfLine must be one of block | backfill, got 'wait'"),
+        ({"device_fill": "pack"}, "deviceFill must be one of fill | evenly, got 'pack'"),
+        ({"queue_policy": "random"}, "queuePolicy must be one of fifo | lifo | drf"),
+        ({"agent_selection": "any"}, "agentSelection must be one of concentrated | dispersed"),
+        ({"starvation_after_seconds": -1}, "starvationAfterSeconds must not be negative, got -1"),
+        (
+            {"starvation_after_seconds": 604_801},
+            "starvationAfterSeconds must be at most 604800, got 604801",
+        ),
+    ],
+)
+def test_bad_group_scheduling_names_the_field(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)):
+        group_scheduling(GroupScheduling(), **given)

@@ -20,6 +20,7 @@ from events.domain.tenancy import (
     ResourceGroupAssociated,
     ResourceGroupCreated,
     ResourceGroupDeactivated,
+    ResourceGroupModified,
     ResourcePolicyCreated,
     UserCreated,
     UserDeactivated,
@@ -27,11 +28,17 @@ from events.domain.tenancy import (
 )
 from events.envelope import StoredEvent
 from schemas.principal import Actor, ActorKind
+from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
+    AgentSelection,
     DefaultForUnspecified,
+    DeviceFill,
+    GroupScheduling,
+    HeadOfLine,
     KeypairPolicyLimits,
     PolicyKind,
+    QueuePolicy,
     Role,
     ScopeKind,
     SessionOwner,
@@ -164,6 +171,25 @@ def test_allowed_groups_are_the_union_of_active_associations(log: Log) -> None:
     log.add("elsewhere", ResourceGroupAssociated(scope=ScopeKind.DOMAIN, scope_id="d2"))
     assert log.directory.allowed_groups("d1", PID, "AK1") == {"by-domain", "by-project", "by-key"}
     assert log.directory.allowed_groups("d1", OTHER_PID, "AK2") == {"by-domain"}
+
+
+def test_group_scheduling_is_the_groups_latest_settings_or_the_defaults(log: Log) -> None:
+    d = log.directory
+    assert d.group_scheduling("default") == GroupScheduling()  # no admin created it yet
+    log.add("gpu-a", ResourceGroupCreated(queue_policy=QueuePolicy.DRF))
+    assert d.group_scheduling("gpu-a") == GroupScheduling(
+        queue_policy=QueuePolicy.DRF, agent_selection=AgentSelection.DISPERSED
+    )
+    blocking = ResourceGroupModified(
+        description="", queue_policy=QueuePolicy.FIFO, agent_selection=AgentSelection.CONCENTRATED,
+        allowed_session_types=tuple(SessionType), head_of_line=HeadOfLine.BLOCK,
+        starvation_after_s=60, fragmentation_guard=False, device_fill=DeviceFill.EVENLY,
+    )  # fmt: skip
+    log.add("gpu-a", blocking, ResourceGroupDeactivated())
+    assert d.group_scheduling("gpu-a") == GroupScheduling(
+        head_of_line=HeadOfLine.BLOCK, starvation_after_s=60, fragmentation_guard=False,
+        device_fill=DeviceFill.EVENLY,
+    )  # fmt: skip
 
 
 def test_images_users_and_owners(log: Log) -> None:

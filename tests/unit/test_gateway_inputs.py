@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.session import ClusterMode
 from services.gateway.inputs import InputError, create_session_command, parse_memory
 
 ACTOR = Actor.service("tests")
@@ -43,6 +45,17 @@ def test_memory_sizes(text: str, expected: int) -> None:
         ({"gpu": "0.001"}, "finer than 1/100"),
         ({"image": ""}, "image"),
         ({"env": {"1BAD": "x"}}, "environment variable name"),
+        (
+            {"type": "interactive", "timeout_s": 60},
+            "timeoutSeconds applies to batch sessions only",
+        ),
+        ({"timeout_s": 0}, "field 'spec.timeout_s': input should be greater than 0"),
+        ({"cluster_size": 0}, "clusterSize must be 1 to 64 kernels, got 0"),
+        ({"cluster_size": 65}, "clusterSize must be 1 to 64 kernels, got 65"),
+        ({"cluster_mode": "everywhere"}, "field 'spec.cluster_mode'"),
+        ({"depends_on": ["a", "a"]}, "dependency 'a' is named more than once"),
+        ({"depends_on": ["not/an/id"]}, "dependency 'not/an/id' is not a session id"),
+        ({"starts_at": datetime(2026, 12, 1, 9)}, "field 'spec.starts_at': input should have"),
     ],
 )
 def test_bad_input_is_named(overrides: dict[str, Any], message: str) -> None:
@@ -60,3 +73,41 @@ def test_good_input_becomes_a_create_session_command() -> None:
     )
     assert command.command_id == "c-1"
     assert command.spec.command == ("sh", "-c", "exit 3")
+
+
+def test_batch_and_cluster_input_becomes_the_spec() -> None:
+    starts = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    command = create_session_command(
+        raw(
+            cluster_size=4,
+            cluster_mode="multi-node",
+            depends_on=["s-1", "s-2"],
+            starts_at=starts,
+            timeout_s=3600,
+            gpu="1",
+        ),
+        actor=ACTOR,
+        tenant=SYSTEM_TENANT,
+        command_id=None,
+    )
+    spec = command.spec
+    assert len(spec.kernels) == 4
+    assert {k.resources.gpu_hundredths for k in spec.kernels} == {100}  # each kernel's
+    assert spec.total.gpu_hundredths == 400
+    assert spec.cluster_mode is ClusterMode.MULTI_NODE
+    assert (spec.depends_on, spec.starts_at, spec.timeout_s) == (("s-1", "s-2"), starts, 3600)
+
+
+def test_left_out_batch_fields_take_the_defaults() -> None:
+    spec = create_session_command(
+        raw(cluster_size=None, cluster_mode=None, depends_on=None, starts_at=None, timeout_s=None),
+        actor=ACTOR,
+        tenant=SYSTEM_TENANT,
+        command_id=None,
+    ).spec
+    assert (len(spec.kernels), spec.cluster_mode, spec.depends_on) == (
+        1,
+        ClusterMode.SINGLE_NODE,
+        (),
+    )
+    assert (spec.starts_at, spec.timeout_s) == (None, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from commands.cluster import CREATED_SCHEDULING
 from commands.tenancy import (
     Domain,
     Image,
@@ -29,6 +30,7 @@ from events.domain.tenancy import (
     ResourceGroupAssociated,
     ResourceGroupCreated,
     ResourceGroupDisassociated,
+    ResourceGroupModified,
     ResourcePolicyCreated,
     ResourcePolicyModified,
     UserCreated,
@@ -40,6 +42,9 @@ from schemas.resources import ResourceSlots
 from schemas.session import SessionType
 from schemas.tenancy import (
     AgentSelection,
+    DeviceFill,
+    GroupScheduling,
+    HeadOfLine,
     KeypairPolicyLimits,
     PolicyKind,
     QueuePolicy,
@@ -52,7 +57,7 @@ from schemas.tenancy import (
     policy_id_for,
     user_id_for,
 )
-from tests.unit.scenario import T0, at, given, then
+from tests.unit.scenario import T0, at, envelope_of, given, then
 
 NOW = at(60)
 GPU2 = SlotLimits(gpu_hundredths=200)
@@ -212,11 +217,84 @@ def test_a_resource_group_is_not_associated_with_a_user() -> None:
 
 def test_a_resource_group_allows_at_least_one_session_type() -> None:
     with pytest.raises(InvalidSettingsError, match="at least one session type"):
-        ResourceGroup.create("g", "", QueuePolicy.FIFO, AgentSelection.DISPERSED, [], T0)
-    group = ResourceGroup.create(
-        "g", "", QueuePolicy.DRF, AgentSelection.CONCENTRATED, [SessionType.BATCH] * 2, T0
-    )
+        ResourceGroup.create("g", "", GroupScheduling(), [], T0)
+    drf = GroupScheduling(queue_policy=QueuePolicy.DRF)
+    group = ResourceGroup.create("g", "", drf, [SessionType.BATCH] * 2, T0)
     assert group.allowed_session_types == (SessionType.BATCH,)
+
+
+STRICT = GroupScheduling(
+    queue_policy=QueuePolicy.LIFO,
+    agent_selection=AgentSelection.ROUND_ROBIN,
+    head_of_line=HeadOfLine.BLOCK,
+    starvation_after_s=0,
+    fragmentation_guard=False,
+    device_fill=DeviceFill.EVENLY,
+)
+
+
+def test_a_resource_group_is_created_with_all_its_scheduling_settings() -> None:
+    group = ResourceGroup.create("g", "gpus", STRICT, [SessionType.BATCH], T0)
+    assert group.scheduling == STRICT
+    assert (group.queue_policy, group.agent_selection) == (
+        QueuePolicy.LIFO, AgentSelection.ROUND_ROBIN,
+    )  # fmt: skip
+    assert then(group) == [
+        ResourceGroupCreated(
+            description="gpus", queue_policy=QueuePolicy.LIFO,
+            agent_selection=AgentSelection.ROUND_ROBIN, allowed_session_types=(SessionType.BATCH,),
+            head_of_line=HeadOfLine.BLOCK, starvation_after_s=0, fragmentation_guard=False,
+            device_fill=DeviceFill.EVENLY,
+        )
+    ]  # fmt: skip
+
+
+def test_events_from_before_the_scheduling_settings_load_with_their_defaults() -> None:
+    """A group created and modified before head-of-line, starvation, the fragmentation guard
+    and device fill existed: its events on the log hold none of them."""
+    created = {"description": "", "queue_policy": "drf", "agent_selection": "dispersed",
+               "allowed_session_types": ["interactive", "batch"]}  # fmt: skip
+    modified = {**created, "queue_policy": "lifo"}
+    envelopes = [
+        envelope_of("old", 1, ResourceGroupCreated(), T0).model_copy(update={"payload": created}),
+        envelope_of("old", 2, ResourceGroupModified.model_validate(modified), NOW).model_copy(
+            update={"payload": modified}
+        ),
+    ]
+    assert "head_of_line" not in envelopes[0].payload
+    first = ResourceGroup.rehydrate(envelopes[:1])
+    assert first is not None
+    assert first.scheduling == GroupScheduling(
+        queue_policy=QueuePolicy.DRF, agent_selection=AgentSelection.DISPERSED
+    )
+    group = ResourceGroup.rehydrate(envelopes)
+    assert group is not None
+    assert group.scheduling == GroupScheduling(
+        queue_policy=QueuePolicy.LIFO,
+        agent_selection=AgentSelection.DISPERSED,
+        head_of_line=HeadOfLine.BACKFILL,
+        starvation_after_s=300,
+        fragmentation_guard=True,
+        device_fill=DeviceFill.FILL,
+    )
+
+
+def test_modifying_a_resource_group_records_its_settings_whole_once() -> None:
+    group = given(ResourceGroup, "g", ResourceGroupCreated(description="gpus"))
+    assert group.scheduling == CREATED_SCHEDULING  # dispersed unless told otherwise
+    types = tuple(SessionType)
+    assert group.modify("gpus", CREATED_SCHEDULING, types, NOW) is False  # same: nothing
+    assert group.modify("gpus", STRICT, types, NOW) is True
+    assert group.modify("gpus", STRICT, types, NOW) is False
+    guarded = STRICT.model_copy(update={"fragmentation_guard": True})
+    assert group.modify("gpus", guarded, types, NOW) is True
+    assert then(group) == [
+        ResourceGroupModified(description="gpus", allowed_session_types=types,
+                              **STRICT.model_dump()),
+        ResourceGroupModified(description="gpus", allowed_session_types=types,
+                              **guarded.model_dump()),
+    ]  # fmt: skip
+    assert group.scheduling == guarded
 
 
 def test_a_forgotten_image_comes_back_only_by_registering_it_again() -> None:

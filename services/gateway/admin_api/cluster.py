@@ -10,11 +10,10 @@ from strawberry.types import Info
 
 from commands import admin
 from commands.authorisation import Principal, can_administer_cluster
+from commands.cluster import CREATED_SCHEDULING
 from schemas.session import SessionType
 from schemas.tenancy import (
-    AgentSelection,
     PolicyKind,
-    QueuePolicy,
     ScopeKind,
     image_id_for,
     policy_id_for,
@@ -113,19 +112,28 @@ class ClusterMutation:
 
     # ---- resource groups -----------------------------------------------------------------
 
-    @strawberry.mutation
+    @strawberry.mutation(
+        description="Scheduling settings left out take their defaults (docs/scheduling.md)."
+    )
     async def create_resource_group(
         self,
         info: Ctx,
         name: str,
         description: str = "",
-        queue_policy: str = "fifo",
-        agent_selection: str = "dispersed",
+        queue_policy: str | None = None,
+        agent_selection: str | None = None,
         allowed_session_types: list[str] | None = None,
+        head_of_line: str | None = None,
+        starvation_after_seconds: int | None = None,
+        fragmentation_guard: bool | None = None,
+        device_fill: str | None = None,
     ) -> AdminOutcome:
         try:
-            queue = parse.choice("queuePolicy", queue_policy, QueuePolicy)
-            selection = parse.choice("agentSelection", agent_selection, AgentSelection)
+            scheduling = parse.group_scheduling(
+                CREATED_SCHEDULING, queue_policy=queue_policy, agent_selection=agent_selection,
+                head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
+                fragmentation_guard=fragmentation_guard, device_fill=device_fill,
+            )  # fmt: skip
             types = _session_types(allowed_session_types) or tuple(SessionType)
         except InputError as exc:
             raise invalid(exc) from exc
@@ -135,9 +143,8 @@ class ClusterMutation:
             me,
             name=name,
             description=description,
-            queue_policy=queue,
-            agent_selection=selection,
             allowed_session_types=types,
+            **scheduling.model_dump(),
         )
         return await run(ctx_of(info), cmd, name)
 
@@ -150,23 +157,23 @@ class ClusterMutation:
         queue_policy: str | None = None,
         agent_selection: str | None = None,
         allowed_session_types: list[str] | None = None,
+        head_of_line: str | None = None,
+        starvation_after_seconds: int | None = None,
+        fragmentation_guard: bool | None = None,
+        device_fill: str | None = None,
     ) -> AdminOutcome:
+        group = ctx_of(info).directory.groups.get(name)
         try:
-            queue = (
-                None
-                if queue_policy is None
-                else parse.choice("queuePolicy", queue_policy, QueuePolicy)
-            )
-            selection = (
-                None
-                if agent_selection is None
-                else parse.choice("agentSelection", agent_selection, AgentSelection)
-            )
+            scheduling = parse.group_scheduling(
+                CREATED_SCHEDULING if group is None else group.scheduling,
+                queue_policy=queue_policy, agent_selection=agent_selection,
+                head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
+                fragmentation_guard=fragmentation_guard, device_fill=device_fill,
+            )  # fmt: skip
             types = _session_types(allowed_session_types)
         except InputError as exc:
             raise invalid(exc) from exc
         me = _superadmin(info, "changes resource groups")
-        group = ctx_of(info).directory.groups.get(name)
         if group is None:
             raise not_found("resource group", name)
         cmd = build(
@@ -174,9 +181,8 @@ class ClusterMutation:
             me,
             name=name,
             description=group.description if description is None else description,
-            queue_policy=group.queue_policy if queue is None else queue,
-            agent_selection=group.agent_selection if selection is None else selection,
             allowed_session_types=group.allowed_session_types if types is None else types,
+            **scheduling.model_dump(),
         )
         return await run(ctx_of(info), cmd, name)
 

@@ -220,6 +220,14 @@ class ResourceGroupInfo:
     description: str
     queue_policy: str
     agent_selection: str
+    head_of_line: str = strawberry.field(description="block | backfill")
+    starvation_after_seconds: int = strawberry.field(
+        description="how long a blocked head waits before it reserves a node (backfill)"
+    )
+    fragmentation_guard: bool = strawberry.field(
+        description="a fractional GPU request is never split over more devices than it needs"
+    )
+    device_fill: str = strawberry.field(description="fill | evenly")
     allowed_session_types: list[str]
     domains: list[str] | None = strawberry.field(description="null unless a superadmin asks")
     projects: list[str] | None
@@ -232,8 +240,12 @@ class ResourceGroupInfo:
         return cls(
             name=strawberry.ID(group.name),
             description=group.description,
-            queue_policy=group.queue_policy.value,
-            agent_selection=group.agent_selection.value,
+            queue_policy=group.scheduling.queue_policy.value,
+            agent_selection=group.scheduling.agent_selection.value,
+            head_of_line=group.scheduling.head_of_line.value,
+            starvation_after_seconds=group.scheduling.starvation_after_s,
+            fragmentation_guard=group.scheduling.fragmentation_guard,
+            device_fill=group.scheduling.device_fill.value,
             allowed_session_types=[t.value for t in group.allowed_session_types],
             domains=sorted(group.domains) if members else None,
             projects=sorted(group.projects) if members else None,
