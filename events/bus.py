@@ -2,9 +2,9 @@
 
 Reads: the server's INFO (version) and, in production, its ``/varz`` (sync policy).
 Writes: stream and bucket configurations (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``,
-``JY_PARKED``, ``JY_ACCESS``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots`` and the
-credential buckets ``jy-secrets``, ``jy-people``, ``jy-credentials``, ``jy-nonces``,
-``jy-logins``).
+``JY_PARKED``, ``JY_ACCESS``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``,
+``jy-queues`` and the credential buckets ``jy-secrets``, ``jy-people``, ``jy-credentials``,
+``jy-nonces``, ``jy-logins``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from schemas.subjects import (
     PARKED_PREFIX,
     PARKED_STREAM,
     PEOPLE_BUCKET,
+    QUEUES_BUCKET,
     SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
 )
@@ -46,6 +47,9 @@ from schemas.subjects import (
 log = logging.getLogger(__name__)
 
 PARKED_MAX_AGE_S = 30 * 86_400.0
+MAX_EVENT_CONSUMERS = 100_000
+QUEUE_VALUE_MAX_BYTES = 768 * 1024
+"""A queue value holds up to 10,000 session ids (``events.queues``): 670,000 bytes at most."""
 
 
 class ServerUnsuitableError(RuntimeError):
@@ -85,6 +89,10 @@ def events_stream_config(settings: NatsSettings) -> api.StreamConfig:
         duplicate_window=settings.duplicate_window_s,
         deny_delete=True,
         deny_purge=True,
+        # Every agent, scheduler replica, projection and live feed reads through its own
+        # consumer. nats-server 2.15 caps a stream at 1,000 consumers unless it names its own
+        # limit (and reads 0 or -1 as "the default"), which stops a cluster near 1,000 nodes.
+        max_consumers=MAX_EVENT_CONSUMERS,
         allow_direct=True,
         allow_atomic=True,
         allow_rollup_hdrs=False,
@@ -281,6 +289,16 @@ async def ensure_streams(bus: Bus) -> None:
         await bus.js.create_key_value(
             api.KeyValueConfig(bucket=bucket, history=1, replicas=settings.replicas)
         )
+    # Derived state, replaced whole by the scheduler; no TTL: an idle group's empty queue stays.
+    await bus.js.create_key_value(
+        api.KeyValueConfig(
+            bucket=QUEUES_BUCKET,
+            history=1,
+            max_value_size=QUEUE_VALUE_MAX_BYTES,
+            storage=api.StorageType.FILE,
+            replicas=settings.replicas,
+        )
+    )
     # A nonce must outlive the window on both sides of the server's clock.
     for bucket, ttl in (
         (NONCES_BUCKET, 2 * settings.signature_window_s + 60),

@@ -34,7 +34,7 @@ from events.writes import (
     WriteRejectedError,
     validate_group,
 )
-from schemas.subjects import EVENT_ID_HEADER, EVENT_NAME_HEADER, EVENTS_STREAM
+from schemas.subjects import EVENT_ID_HEADER, EVENT_NAME_HEADER, EVENTS_STREAM, events_of
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,8 @@ class EventStore:
             after = await self.reader.read_subject(
                 first.aggregate.subject, from_seq=first.expected_seq + 1, limit=1
             )
-            if after and after[0].headers.get(EVENT_ID_HEADER) == first.events[0].event_id:
+            mine = after and after[0].headers.get(EVENT_ID_HEADER) == first.events[0].event_id
+            if mine and await self._ours_from(writes, after[0].seq):
                 self.stats.recovered += 1
                 log.info("write was stored although the answer said %s", reason)
                 return _committed(writes, first_seq=after[0].seq, recovered=True)
@@ -207,6 +208,16 @@ class EventStore:
             self.stats.conflicts += 1
             raise ConcurrencyConflict(stale)
         return None
+
+    async def _ours_from(self, writes: list[Write], seq: int) -> bool:
+        """Whether the batch stored from ``seq`` is this write, event for event. Another
+        writer's decision can begin with the same event (same cause, same version) and still
+        differ after it (e.g. one reservation naming more sessions)."""
+        ours = [e.event_id for w in writes for e in w.events]
+        if len(ours) == 1:
+            return True
+        stored = await self.reader.read_subject(events_of(), from_seq=seq, limit=len(ours))
+        return [m.headers.get(EVENT_ID_HEADER) for m in stored] == ours
 
     # ---- reading -------------------------------------------------------------------------
 

@@ -74,7 +74,7 @@ class Tail:
         sub = self._sub or await self._open()
         try:
             msgs = await sub.fetch(self._batch, timeout=timeout)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nats-py raises its own and, on some paths, asyncio's
             return []
         except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError) as exc:
             await self._reset(f"consumer lost ({exc!r})")

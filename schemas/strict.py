@@ -8,6 +8,7 @@ nothing), so commands check their raw input against the whole model tree with th
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, Union, get_args, get_origin
 
@@ -29,20 +30,31 @@ def _models_in(annotation: Any) -> list[tuple[str, type[BaseModel]]]:
     return []
 
 
+@functools.cache
+def _fields_of(model: type[BaseModel]) -> dict[str, list[tuple[str, type[BaseModel]]]]:
+    """Every key the model accepts (names and aliases) -> the models nested under it. Worked
+    out once per model: every command a runner parses walks the same tree."""
+    found: dict[str, list[tuple[str, type[BaseModel]]]] = {}
+    for name, field in model.model_fields.items():
+        nested = _models_in(field.annotation)
+        found[name] = nested
+        if field.alias:
+            found[field.alias] = nested
+    return found
+
+
 def unknown_fields(model: type[BaseModel], data: Any, path: str = "") -> list[str]:
     """Dotted paths of keys in ``data`` that ``model`` (or a nested model) does not define."""
     if not isinstance(data, dict):
         return []
     found: list[str] = []
-    fields = model.model_fields
-    known = set(fields) | {f.alias for f in fields.values() if f.alias}
+    known = _fields_of(model)
     for key, value in data.items():
         where = f"{path}.{key}" if path else str(key)
         if key not in known:
             found.append(where)
             continue
-        name = key if key in fields else next(n for n, f in fields.items() if f.alias == key)
-        for shape, nested in _models_in(fields[name].annotation):
+        for shape, nested in known[key]:
             if shape == "one":
                 found += unknown_fields(nested, value, where)
             elif shape == "seq" and isinstance(value, list | tuple):

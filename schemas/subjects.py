@@ -21,6 +21,7 @@ ACCESS_PREFIX = "access"
 HEARTBEATS_BUCKET = "jy-heartbeats"
 LEASES_BUCKET = "jy-leases"
 SNAPSHOTS_BUCKET = "jy-snapshots"
+QUEUES_BUCKET = "jy-queues"  # each resource group's waiting sessions, in order (derived)
 LOGS_BUCKET = "jy-logs"  # object store: a kernel's stdout/stderr, named by kernel id
 SECRETS_BUCKET = "jy-secrets"  # keypair secret keys, encrypted with the secrets key
 PEOPLE_BUCKET = "jy-people"  # one key per person, sealing their personal data in events

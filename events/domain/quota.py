@@ -3,11 +3,15 @@
 
 Holdings are sets keyed by session id, never counters: writing the same decision twice
 changes nothing, and a replay can recompute every scope's use at every point of the log.
+
+v2 of the holding events names every session one decision pass (or one run of creates)
+changed on the scope, so a pass writes one event per scope, not one per session and scope.
+v1 events (one session each) stay in old logs and are upcast on load.
 """
 
 from __future__ import annotations
 
-from events.catalogue import Event, event
+from events.catalogue import Event, Payload, event, upcaster
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
@@ -21,35 +25,55 @@ class QuotaScopeOpened(Event):
     scope_id: str
 
 
-@event("QuotaSessionQueued", QUOTA)
+@event("QuotaSessionQueued", QUOTA, version=2)
 class QuotaSessionQueued(Event):
-    """A session was created and waits for admission (keypair scope only): what max pending
-    sessions and max pending slots count. Written with the session's creation."""
+    """Sessions were created and wait for admission (keypair scope only): what max pending
+    sessions and max pending slots count. Written with the sessions' creation."""
 
-    session_id: str
-    slots: ResourceSlots
+    sessions: dict[str, ResourceSlots]
+    """Session id -> its total slots."""
 
 
-@event("QuotaSessionDequeued", QUOTA)
+@event("QuotaSessionDequeued", QUOTA, version=2)
 class QuotaSessionDequeued(Event):
-    """A queued session left the queue without being admitted (cancelled, refused)."""
+    """Queued sessions left the queue without being admitted (cancelled, refused)."""
 
-    session_id: str
-    reason: str
+    sessions: dict[str, str]
+    """Session id -> why it left."""
 
 
-@event("QuotaReserved", QUOTA)
+@event("QuotaReserved", QUOTA, version=2)
 class QuotaReserved(Event):
-    """The session's slots are reserved on this scope (and, on the keypair scope, it left
-    the queue). Written with ``SessionAdmitted`` and the other scopes' reservations."""
+    """The sessions' slots are reserved on this scope (and, on the keypair scope, they left
+    the queue). Written with their ``SessionAdmitted`` and the other scopes' reservations."""
 
-    session_id: str
-    slots: ResourceSlots
+    sessions: dict[str, ResourceSlots]
+    """Session id -> the slots held for it."""
 
 
-@event("QuotaReleased", QUOTA)
+@event("QuotaReleased", QUOTA, version=2)
 class QuotaReleased(Event):
-    """The session ended: its reservation is gone."""
+    """The sessions ended: their reservations are gone."""
 
-    session_id: str
-    reason: str
+    sessions: dict[str, str]
+    """Session id -> why it was released."""
+
+
+@upcaster("QuotaSessionQueued", from_version=1)
+def _queued_v1_to_v2(payload: Payload) -> Payload:
+    return {"sessions": {payload["session_id"]: payload["slots"]}}
+
+
+@upcaster("QuotaReserved", from_version=1)
+def _reserved_v1_to_v2(payload: Payload) -> Payload:
+    return {"sessions": {payload["session_id"]: payload["slots"]}}
+
+
+@upcaster("QuotaSessionDequeued", from_version=1)
+def _dequeued_v1_to_v2(payload: Payload) -> Payload:
+    return {"sessions": {payload["session_id"]: payload.get("reason", "")}}
+
+
+@upcaster("QuotaReleased", from_version=1)
+def _released_v1_to_v2(payload: Payload) -> Payload:
+    return {"sessions": {payload["session_id"]: payload.get("reason", "")}}

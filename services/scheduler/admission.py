@@ -124,72 +124,99 @@ def admit(
     order). ``quotas`` maps quota ids to the scopes' aggregates (a missing one holds
     nothing)."""
     ordered = sorted(candidates, key=lambda c: -c.priority)  # stable: request order kept
-    added: dict[Scope, tuple[ResourceSlots, int]] = {}
-    blocked: dict[Scope, str] = {}
+    rules = _Rules(directory, quotas)
     decisions: list[Decision] = []
     for candidate in ordered:
-        decision = _decide(candidate, quotas, directory, added, blocked)
+        decision = rules.decide(candidate)
         decisions.append(decision)
         if isinstance(decision, Admit):
             for scope in candidate.owner.scopes():
-                slots, count = added.get(scope, (ZERO, 0))
-                added[scope] = (slots + candidate.slots, count + 1)
+                rules.add(scope, candidate.slots)
     return decisions
 
 
-def _decide(
-    candidate: Candidate,
-    quotas: Mapping[str, Quota],
-    directory: Limits,
-    added: dict[Scope, tuple[ResourceSlots, int]],
-    blocked: dict[Scope, str],
-) -> Decision:
-    sid, owner, need = candidate.session_id, candidate.owner, candidate.slots
-    hard = hard_limit_exceeded(owner, need, directory)
-    if hard is not None:
-        return Cancel(sid, hard)
-    reasons: list[str] = []
-    for scope in owner.scopes():
-        limits = limits_of(scope, directory)
-        if limits is None:
-            return Wait(sid, f"keypair {scope[1]} has no known resource policy")
-        if scope in blocked:
-            reasons.append(blocked[scope])
-            continue
-        short = _shortage(scope, need, limits, quotas, added.get(scope, (ZERO, 0)), directory)
-        if short is not None:
-            # Strict order: what waits here holds back every later session on this scope.
-            blocked[scope] = short
-            reasons.append(short)
-    if reasons:
-        return Wait(sid, "; ".join(dict.fromkeys(reasons)))
-    return Admit(sid)
+class _Rules:
+    """One pass's admission over one domain: what each scope holds and allows, looked up once
+    per scope (a pass may decide thousands of sessions of a few scopes), with the pass's own
+    admissions added as plain integers."""
 
+    def __init__(self, directory: Limits, quotas: Mapping[str, Quota]) -> None:
+        self._directory = directory
+        self._quotas = quotas
+        self._limits: dict[Scope, ScopeLimits | None] = {}
+        self._hard: dict[tuple[SessionOwner, ResourceSlots], str | None] = {}
+        self._held: dict[Scope, list[int]] = {}
+        """Scope -> [cpu, memory, gpu, sessions] held, this pass's admissions included."""
+        self._blocked: dict[Scope, str] = {}
 
-def _shortage(
-    scope: Scope,
-    need: ResourceSlots,
-    limits: ScopeLimits,
-    quotas: Mapping[str, Quota],
-    added: tuple[ResourceSlots, int],
-    directory: Limits,
-) -> str | None:
-    quota = quotas.get(quota_id_for(*scope))
-    held_slots = quota.used if quota is not None else ZERO
-    held_count = len(quota.reserved) if quota is not None else 0
-    used, count = held_slots + added[0], held_count + added[1]
-    name = _scope_name(scope, directory)
-    if limits.sessions is not None and count + 1 > limits.sessions:
-        return f"{name}: {count}/{limits.sessions} concurrent sessions"
-    over = limits.slots.over(used + need, limits.unspecified)
-    if not over:
-        return None
-    slot, _, limit = over[0]
-    amount = _field(used, slot)
-    text = f"{name}: {slot} {amount_text(slot, amount)}/{amount_text(slot, limit)} in use"
-    if amount < limit:
-        text += f", asks for {amount_text(slot, _field(need, slot))}"
-    return text
+    def limits(self, scope: Scope) -> ScopeLimits | None:
+        if scope not in self._limits:
+            self._limits[scope] = limits_of(scope, self._directory)
+        return self._limits[scope]
+
+    def held(self, scope: Scope) -> list[int]:
+        found = self._held.get(scope)
+        if found is None:
+            quota = self._quotas.get(quota_id_for(*scope))
+            used = quota.used if quota is not None else ZERO
+            count = len(quota.reserved) if quota is not None else 0
+            found = [used.cpu_milli, used.memory_bytes, used.gpu_hundredths, count]
+            self._held[scope] = found
+        return found
+
+    def add(self, scope: Scope, slots: ResourceSlots) -> None:
+        held = self.held(scope)
+        held[0] += slots.cpu_milli
+        held[1] += slots.memory_bytes
+        held[2] += slots.gpu_hundredths
+        held[3] += 1
+
+    def decide(self, candidate: Candidate) -> Decision:
+        sid, owner, need = candidate.session_id, candidate.owner, candidate.slots
+        key = (owner, need)
+        if key not in self._hard:
+            self._hard[key] = hard_limit_exceeded(owner, need, self._directory)
+        hard = self._hard[key]
+        if hard is not None:
+            return Cancel(sid, hard)
+        reasons: list[str] = []
+        for scope in owner.scopes():
+            limits = self.limits(scope)
+            if limits is None:
+                return Wait(sid, f"keypair {scope[1]} has no known resource policy")
+            if scope in self._blocked:
+                reasons.append(self._blocked[scope])
+                continue
+            short = self._shortage(scope, need, limits)
+            if short is not None:
+                # Strict order: what waits here holds back every later session on this scope.
+                self._blocked[scope] = short
+                reasons.append(short)
+        if reasons:
+            return Wait(sid, "; ".join(dict.fromkeys(reasons)))
+        return Admit(sid)
+
+    def _shortage(self, scope: Scope, need: ResourceSlots, limits: ScopeLimits) -> str | None:
+        cpu, memory, gpu, count = self.held(scope)
+        if limits.sessions is not None and count + 1 > limits.sessions:
+            name = _scope_name(scope, self._directory)
+            return f"{name}: {count}/{limits.sessions} concurrent sessions"
+        after = ResourceSlots.model_construct(
+            cpu_milli=cpu + need.cpu_milli,
+            memory_bytes=memory + need.memory_bytes,
+            gpu_hundredths=gpu + need.gpu_hundredths,
+        )
+        over = limits.slots.over(after, limits.unspecified)
+        if not over:
+            return None
+        slot, _, limit = over[0]
+        used = ResourceSlots.model_construct(cpu_milli=cpu, memory_bytes=memory, gpu_hundredths=gpu)
+        amount = _field(used, slot)
+        name = _scope_name(scope, self._directory)
+        text = f"{name}: {slot} {amount_text(slot, amount)}/{amount_text(slot, limit)} in use"
+        if amount < limit:
+            text += f", asks for {amount_text(slot, _field(need, slot))}"
+        return text
 
 
 def _scope_name(scope: Scope, directory: Limits) -> str:

@@ -5,7 +5,9 @@ state. Writes ``ev.session.<id>`` (``SessionRequested``, ``SessionCancelled``,
 
 A create is checked against the owner's tenancy and policy, and takes its place in the
 keypair's queue in the same guarded group commit as the session: two creates racing for the
-last pending place conflict on the keypair's quota, and the loser decides again.
+last pending place conflict on the keypair's quota, and the loser decides again. The runner
+hands creates over in runs (``create_sessions``): a run is one group commit with one queue
+event per keypair, instead of one commit per create.
 
 Each handler decides in memory, writes one guarded commit and applies it from the ack; on a
 conflict it folds what the other writer stored and decides again.
@@ -14,23 +16,21 @@ conflict it folds what the other writer stored and decides again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from commands.directory import Directory
 from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Rejected
-from commands.quota import Quota
 from commands.runner import HandlerContext
 from commands.session import Session
 from events.fold import Fold
-from events.writes import AggregateRef, ConcurrencyConflict
+from events.writes import AggregateRef, Committed, ConcurrencyConflict
 from schemas.ids import session_id_for
-from schemas.resources import ResourceSlots
-from schemas.session import SessionSpec, SessionStatus
+from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
-from schemas.tenancy import DefaultForUnspecified, ScopeKind, SessionOwner
-from services.scheduler.admission import amount_text, hard_limit_exceeded
+from schemas.tenancy import ScopeKind
+from services.scheduler.creating import QueueRun, pending_full, refuse
 from services.scheduler.state import SchedulerState
 from services.scheduler.workspace import Workspace, merged, refresh
 
@@ -52,45 +52,121 @@ class SessionCommands:
     race each other on an aggregate (a create and a pass both write the keypair's quota)."""
 
     async def create_session(self, cmd: CreateSession, ctx: HandlerContext) -> Decision:
-        owner = cmd.owner
-        if owner is None:
-            return Rejected(Code.INVALID, "a session needs an owner")
-        session_id = session_id_for(cmd.command_id)
-        ref = AggregateRef(AggregateType.SESSION, session_id)
-        image = cmd.spec.image
-        if session_id not in self.state.sessions and not self.state.image_known(image):
+        (decision,) = await self.create_sessions([cmd], ctx)
+        if isinstance(decision, Exception):
+            raise decision
+        return decision
+
+    async def create_sessions(
+        self, cmds: Sequence[CreateSession], ctx: HandlerContext
+    ) -> list[Decision | Exception]:
+        """Decide a run of creates together: one workspace, one group commit (split in
+        batches of whole decisions), one queue event per keypair. On a conflict, fold what
+        the other writer stored and decide again the creates not yet decided."""
+        decided: dict[int, Decision | Exception] = {}
+        if any(self._unknown_yet(c) for c in cmds):
             await self.sync()
         for _ in range(self.attempts):
-            if session_id in self.state.sessions:
-                # The same command again (after its outcome expired): the same session.
-                return Accepted((session_id,), (), f"session {session_id} already exists")
-            if self.state.is_broken(ref):
-                return Rejected(Code.CONFLICT, f"session {session_id} exists but is unreadable")
-            if not self.state.image_known(image):
-                return Rejected(
-                    Code.INVALID,
-                    f"no registered agent has image {image}: "
-                    "choose an image an agent reports, or add it to an agent first",
-                )
-            refused = refuse(self.state.directory, owner, cmd.spec)
-            if refused is not None:
-                return refused
+            todo = [i for i in range(len(cmds)) if i not in decided]
+            if not todo:
+                break
             async with self.writing:
                 space = Workspace(self.state)
-                session = space.add(Session.request(session_id, cmd.spec, ctx.now(), owner=owner))
-                queue = space.quota(ScopeKind.KEYPAIR, owner.access_key, ctx.now())
-                full = pending_full(self.state.directory, owner.access_key, queue, cmd.spec.total)
-                if full is not None:
-                    return Rejected(Code.QUOTA, full)
-                queue.queue(session_id, cmd.spec.total, ctx.now())
-                space.unit(cmd.cause(), session, queue)
+                created = self._decide_creates(cmds, todo, space, ctx.now(), decided)
+                if not created:
+                    continue  # everything left was decided without writing (or repeats)
                 try:
                     done = await space.commit(ctx.store, self.fold, quiet=False)
-                    return Accepted.of(merged(done), f"session {session_id} requested")
                 except ConcurrencyConflict as conflict:
                     stale = list(conflict.stale)
+                else:
+                    stored = seqs_by_aggregate(space, done)
+                    for i, (ref, queue) in created.items():
+                        seqs = tuple(sorted([*stored[ref], *stored.get(queue, ())]))
+                        message = f"session {ref.id} requested"
+                        decided[i] = Accepted((ref.id, queue.id), seqs, message)
+                    continue
             await refresh(ctx.store, self.state, stale)
-        raise TooManyConflictsError(f"creating session {session_id} kept conflicting")
+        return [decided.get(i) or _kept_conflicting(c) for i, c in enumerate(cmds)]
+
+    def _decide_creates(
+        self,
+        cmds: Sequence[CreateSession],
+        todo: list[int],
+        space: Workspace,
+        now: datetime,
+        decided: dict[int, Decision | Exception],
+    ) -> dict[int, tuple[AggregateRef, AggregateRef]]:
+        """Decide ``todo`` on the workspace: refusals go to ``decided``; the sessions to write
+        are returned (index -> session and keypair quota refs). Each keypair's creates and its
+        one queue event are a unit: a session is never stored without its queue place."""
+        created: dict[int, tuple[AggregateRef, AggregateRef]] = {}
+        runs: dict[str, QueueRun] = {}
+        writing: set[str] = set()
+        for i in todo:
+            cmd = cmds[i]
+            session_id = session_id_for(cmd.command_id)
+            ref = AggregateRef(AggregateType.SESSION, session_id)
+            if session_id in writing:
+                continue  # the same command twice in one run: decided once written
+            refused = self._refuse_create(cmd, ref)
+            if refused is not None:
+                decided[i] = refused
+                continue
+            owner = cmd.owner
+            assert owner is not None
+            run = runs.get(owner.access_key)
+            if run is None:
+                queue = space.quota(ScopeKind.KEYPAIR, owner.access_key, now)
+                run = runs[owner.access_key] = QueueRun(queue)
+            need = cmd.spec.total
+            full = pending_full(self.state.directory, owner.access_key, run.queue, need, run.added)
+            if full is not None:
+                decided[i] = Rejected(Code.QUOTA, full)
+                continue
+            if len(run.parts) + 2 >= space.max_events:
+                run.flush(space, now)
+            session = space.add(Session.request(session_id, cmd.spec, now, owner=owner))
+            run.add(cmd.cause(), session, need)
+            created[i] = (ref, run.queue.ref)
+            writing.add(session_id)
+        for run in runs.values():
+            run.flush(space, now)
+        return created
+
+    def _unknown_yet(self, cmd: CreateSession) -> bool:
+        """Whether the create names something the fold has not seen (yet): its image, or a
+        part of its owner, perhaps written just before the command was sent."""
+        if session_id_for(cmd.command_id) in self.state.sessions:
+            return False
+        directory, owner = self.state.directory, cmd.owner
+        return not self.state.image_known(cmd.spec.image) or (
+            owner is not None
+            and not (
+                owner.access_key in directory.keypairs
+                and owner.user_id in directory.users
+                and owner.project_id in directory.projects
+                and owner.domain in directory.domains
+            )
+        )
+
+    def _refuse_create(self, cmd: CreateSession, ref: AggregateRef) -> Decision | None:
+        """The answer to a create that writes nothing, or None when it may be written."""
+        if cmd.owner is None:
+            return Rejected(Code.INVALID, "a session needs an owner")
+        if ref.id in self.state.sessions:
+            # The same command again (after its outcome expired): the same session.
+            return Accepted((ref.id,), (), f"session {ref.id} already exists")
+        if self.state.is_broken(ref):
+            return Rejected(Code.CONFLICT, f"session {ref.id} exists but is unreadable")
+        image = cmd.spec.image
+        if not self.state.image_known(image):
+            return Rejected(
+                Code.INVALID,
+                f"no registered agent has image {image}: "
+                "choose an image an agent reports, or add it to an agent first",
+            )
+        return refuse(self.state.directory, cmd.owner, cmd.spec)
 
     async def terminate_session(self, cmd: TerminateSession, ctx: HandlerContext) -> Decision:
         """PENDING: cancelled at once. Placed: TERMINATING, and each kernel's node ledger asks
@@ -126,76 +202,18 @@ class SessionCommands:
         raise TooManyConflictsError(f"terminating session {cmd.session_id} kept conflicting")
 
 
-def refuse(directory: Directory, owner: SessionOwner, spec: SessionSpec) -> Rejected | None:
-    """Why the owner may not create this session at all, or None. (The gateway resolved
-    the owner from the authenticated principal; this checks it is still in good standing.)"""
-    ak, name = owner.access_key, f"keypair {owner.access_key}"
-    keypair = directory.keypairs.get(ak)
-    if keypair is None or not keypair.active:
-        return Rejected(Code.FORBIDDEN, f"{name} is unknown or deactivated")
-    if keypair.user_id != owner.user_id or keypair.domain != owner.domain:
-        return Rejected(Code.FORBIDDEN, f"{name} does not belong to the session's owner")
-    user = directory.users.get(owner.user_id)
-    if user is None or not user.active or user.domain != owner.domain:
-        return Rejected(Code.FORBIDDEN, f"user {owner.user_id[:8]} is unknown or deactivated")
-    project = directory.projects.get(owner.project_id)
-    if project is None or not project.active or project.domain != owner.domain:
-        return Rejected(Code.FORBIDDEN, f"project {owner.project_id[:8]} is unknown or inactive")
-    if owner.project_id not in user.projects:
-        return Rejected(
-            Code.FORBIDDEN, f"user {owner.user_id[:8]} is not in project {project.name}"
-        )
-    domain = directory.domains.get(owner.domain)
-    if domain is None or not domain.active:
-        return Rejected(Code.FORBIDDEN, f"domain {owner.domain} is unknown or deactivated")
-    group = spec.resource_group
-    if group not in directory.allowed_groups(owner.domain, owner.project_id, ak):
-        return Rejected(
-            Code.FORBIDDEN, f"resource group {group} is not allowed for project {project.name}"
-        )
-    if spec.type not in directory.groups[group].allowed_session_types:
-        return Rejected(
-            Code.FORBIDDEN, f"resource group {group} does not allow {spec.type.value} sessions"
-        )
-    limits = directory.keypair_limits(ak)
-    if limits is None:
-        return Rejected(Code.FORBIDDEN, f"{name} has no resource policy")
-    if spec.priority > limits.max_priority:
-        return Rejected(
-            Code.FORBIDDEN,
-            f"priority {spec.priority} is above the most {name} may ask for "
-            f"({limits.max_priority})",
-        )
-    if len(spec.kernels) > limits.max_containers_per_session:
-        return Rejected(
-            Code.QUOTA,
-            f"{len(spec.kernels)} kernels is more than {name} allows per session "
-            f"({limits.max_containers_per_session})",
-        )
-    over = hard_limit_exceeded(owner, spec.total, directory)
-    if over is not None:
-        return Rejected(Code.QUOTA, f"the session {over}")
-    return None
+def _kept_conflicting(cmd: CreateSession) -> TooManyConflictsError:
+    session_id = session_id_for(cmd.command_id)
+    return TooManyConflictsError(f"creating session {session_id} kept conflicting")
 
 
-def pending_full(
-    directory: Directory, access_key: str, queue: Quota, need: ResourceSlots
-) -> str | None:
-    """Why the keypair's queue has no room for one more session, or None."""
-    limits = directory.keypair_limits(access_key)
-    if limits is None:
-        return None
-    waiting = len(queue.queued)
-    if limits.max_pending_sessions is not None and waiting >= limits.max_pending_sessions:
-        return (
-            f"keypair {access_key}: {waiting}/{limits.max_pending_sessions} sessions waiting "
-            "(max pending sessions)"
-        )
-    over = limits.max_pending_resource_slots.over(
-        queue.queued_total + need, DefaultForUnspecified.UNLIMITED
-    )
-    if over:
-        slot, amount, limit = over[0]
-        waiting_slots = f"{amount_text(slot, amount)}/{amount_text(slot, limit)}"
-        return f"keypair {access_key}: {slot} {waiting_slots} would be waiting (max pending slots)"
-    return None
+def seqs_by_aggregate(space: Workspace, done: list[Committed]) -> dict[AggregateRef, list[int]]:
+    """The stored sequences of each aggregate the workspace wrote (its batches were committed
+    in order, each storing its writes' events contiguously, in order)."""
+    found: dict[AggregateRef, list[int]] = {}
+    batches = [batch for batch in space.batches if batch]
+    for batch, committed in zip(batches, done, strict=True):
+        seqs = iter(committed.seqs)
+        for ref, envelopes in batch.items():
+            found.setdefault(ref, []).extend(next(seqs) for _ in envelopes)
+    return found

@@ -17,16 +17,9 @@ from commands.bus import CommandBus
 from commands.errors import IllegalTransition
 from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Outcome, OutcomeStatus, Rejected
+from commands.parking import PARK_DELIVERIES_HEADER, PARK_ERROR_HEADER, PARK_REASON_HEADER, Retry
 from commands.repository import load, pending_write
-from commands.runner import (
-    PARK_DELIVERIES_HEADER,
-    PARK_ERROR_HEADER,
-    PARK_REASON_HEADER,
-    CommandRunner,
-    Handler,
-    HandlerContext,
-    Retry,
-)
+from commands.runner import CommandRunner, Handler, HandlerContext
 from commands.session import Session
 from events.bus import Bus, connect, ensure_streams
 from events.store import EXPECTED_HEADER, EventStore

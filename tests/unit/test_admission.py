@@ -45,8 +45,7 @@ class FakeDirectory:
 
 def holding(kind: ScopeKind, scope_id: str, *sessions: str) -> Quota:
     quota = Quota.open(kind, scope_id, T0)
-    for sid in sessions:
-        quota.reserve(sid, GPU, T0)
+    quota.reserve(dict.fromkeys(sessions, GPU), T0)
     return quota
 
 
