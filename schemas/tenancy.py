@@ -23,6 +23,8 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
 
 SESSION_PRIORITY_DEFAULT = 10
 SESSION_PRIORITY_MAX = 100
+MAX_STARVATION_S = 7 * 24 * 3600
+"""The longest a group may let its blocked head wait before it reserves a node (a week)."""
 
 
 class Role(StrEnum):
@@ -93,7 +95,7 @@ class GroupScheduling(BaseModel):
     queue_policy: QueuePolicy = QueuePolicy.FIFO
     agent_selection: AgentSelection = AgentSelection.CONCENTRATED
     head_of_line: HeadOfLine = HeadOfLine.BACKFILL
-    starvation_after_s: int = Field(default=300, ge=0, le=7 * 24 * 3600)
+    starvation_after_s: int = Field(default=300, ge=0, le=MAX_STARVATION_S)
     fragmentation_guard: bool = True
     """Refuse to split a fractional request over more devices than it needs."""
     device_fill: DeviceFill = DeviceFill.FILL

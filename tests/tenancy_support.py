@@ -30,6 +30,7 @@ from schemas.ids import event_id_for, new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
+    GroupScheduling,
     KeypairPolicyLimits,
     PolicyKind,
     Role,
@@ -90,6 +91,7 @@ async def make_tenancy(
     project_slots: SlotLimits = NO_LIMITS,
     domain_slots: SlotLimits = NO_LIMITS,
     resource_group: str = "default",
+    scheduling: GroupScheduling | None = None,
 ) -> Tenancy:
     suffix = new_id()[:8]
     domain = f"dom-{suffix}"
@@ -126,7 +128,7 @@ async def make_tenancy(
         access_key,
         KeypairCreated(user_id=user_id, domain=domain, secret_key_id=new_id(), policy=policy),
     )
-    await associate_group(store, resource_group, ScopeKind.DOMAIN, domain)
+    await associate_group(store, resource_group, ScopeKind.DOMAIN, domain, scheduling)
     return Tenancy(domain, project_id, project_name, user_id, access_key, policy, resource_group)
 
 
@@ -140,9 +142,15 @@ async def add_project(
     return project_id
 
 
-async def associate_group(store: EventStore, group: str, scope: ScopeKind, scope_id: str) -> None:
-    """Let a scope use a resource group, creating the group first if no one has: groups are
-    shared between tests, so a lost race reloads and tries again."""
+async def associate_group(
+    store: EventStore,
+    group: str,
+    scope: ScopeKind,
+    scope_id: str,
+    scheduling: GroupScheduling | None = None,
+) -> None:
+    """Let a scope use a resource group, creating the group first (with ``scheduling``) if no
+    one has: groups are shared between tests, so a lost race reloads and tries again."""
     ref = AggregateRef(AggregateType.RESOURCE_GROUP, group)
     associated = ResourceGroupAssociated(scope=scope, scope_id=scope_id)
     while True:
@@ -152,7 +160,8 @@ async def associate_group(store: EventStore, group: str, scope: ScopeKind, scope
             events: tuple[Event, ...] = (associated,)
         else:
             version = 0
-            events = (ResourceGroupCreated(), associated)
+            settings = scheduling.model_dump() if scheduling is not None else {}
+            events = (ResourceGroupCreated(**settings), associated)
         cause = new_id()
         envelopes = [_envelope(ref, version + i, e, cause) for i, e in enumerate(events, 1)]
         try:

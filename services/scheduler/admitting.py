@@ -1,7 +1,8 @@
 """Quota admission inside a decision pass: cancel what a deactivated keypair left waiting,
 release what ended, then reserve every scope of each session that fits, in the domains this
 replica admits for. The rule itself is pure (``services.scheduler.admission``); this module
-turns its decisions into working-copy changes.
+turns its decisions into working-copy changes: one reservation (or release) event per scope
+per pass, naming every session it concerns, not one per session and scope.
 
 Writes (through the pass's workspace) ``ev.session.<id>`` (``SessionAdmitted``,
 ``SessionPendingReasonChanged``, ``SessionCancelled``) and ``ev.quota.<id>``
@@ -10,19 +11,24 @@ Writes (through the pass's workspace) ``ev.session.<id>`` (``SessionAdmitted``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+import re
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
 
+from commands.aggregate import Aggregate
 from commands.quota import Quota
 from events.envelope import Cause
 from schemas.principal import Actor
+from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
-from schemas.tenancy import quota_id_for
-from services.scheduler.admission import Cancel, Candidate, Decision, Wait, admit, scopes_of
+from schemas.tenancy import ScopeKind, quota_id_for
+from services.scheduler.admission import Cancel, Candidate, Wait, admit, scopes_of
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.workspace import Workspace
 
 SCHEDULER = Actor.service("scheduler")
+REASON_REFRESH_S = 30.0
+_NUMBERS = re.compile(r"\d+(\.\d+)?")
 
 
 def still_pending(space: Workspace, session_id: str) -> bool:
@@ -40,40 +46,90 @@ def _cause(tracked: TrackedSession) -> Cause:
 
 
 def admit_sessions(
-    state: SchedulerState, space: Workspace, now: datetime, may_admit: Callable[[str], bool]
+    state: SchedulerState,
+    space: Workspace,
+    now: datetime,
+    may_admit: Callable[[str], bool],
+    held_back: Collection[str] = frozenset(),
 ) -> dict[str, list[str]]:
     """Cancel what a deactivated keypair left waiting, release what ended, then admit what
-    fits, in the domains this scheduler admits for. Returns the admitted sessions per resource
-    group (placement takes them in this same pass)."""
-    for session_id in [*_owned_pending(state)]:
+    fits, in the domains this scheduler admits for, leaving out ``held_back`` (waiting for a
+    dependency or a start time: they hold no quota until they could run). Returns the
+    admitted sessions per resource group (placement takes them in this same pass)."""
+    for session_id in _of_deactivated_keypairs(state):
         owner = state.sessions[session_id].session.owner
         assert owner is not None
-        if may_admit(owner.domain) and not state.keypair_active(owner.access_key):
+        if may_admit(owner.domain):
             _end(state, space, session_id, f"keypair {owner.access_key} was deactivated", now)
     ended = [s.id for s in space.sessions() if s.status.is_terminal]
+    releasable = []
     for session_id in dict.fromkeys([*ended, *state.releasable]):
         owner = state.sessions[session_id].session.owner
         if owner is None or may_admit(owner.domain):
-            _release(state, space, session_id, now)
+            releasable.append(session_id)
+    _release(state, space, releasable, now)
     admitted: dict[str, list[str]] = {}
     for domain, queue in state.unadmitted.items():
         if not queue or not may_admit(domain):
             continue
-        candidates = [_candidate(state, sid) for sid in queue if still_pending(space, sid)]
+        candidates = [
+            _candidate(state, sid)
+            for sid in queue
+            if sid not in held_back and still_pending(space, sid)
+        ]
         held = {}
         for kind, scope_id in scopes_of(candidates):
             quota = space.peek_quota(quota_id_for(kind, scope_id))
             if quota is not None:
                 held[quota.id] = quota
+        fits: list[str] = []
         for decision in admit(candidates, held, state.directory):
-            _apply(state, space, decision, now, admitted)
+            if isinstance(decision, Cancel):
+                _end(state, space, decision.session_id, decision.reason, now)
+            elif isinstance(decision, Wait):
+                _note_wait(state, space, decision, now)
+            else:
+                fits.append(decision.session_id)
+        for chunk in _chunks(state, space, fits):
+            _reserve(state, space, chunk, now, admitted)
     return admitted
 
 
-def _owned_pending(state: SchedulerState) -> list[str]:
-    found = [sid for queue in state.unadmitted.values() for sid in queue]
-    for queue in state.waiting.values():
-        found += [sid for sid in queue if state.sessions[sid].session.owner is not None]
+def _note_wait(state: SchedulerState, space: Workspace, wait: Wait, now: datetime) -> None:
+    """Say why a session waits. A reason that only moved in its numbers (the scope's use
+    changes with every admission and release) is rewritten at most every
+    ``REASON_REFRESH_S``: a thousand waiting sessions must not each get an event per pass."""
+    seen = space.peek_session(wait.session_id)
+    assert seen is not None
+    if seen.reason == wait.reason:
+        return
+    last = seen.history[-1]
+    fresh = now - last.at < timedelta(seconds=REASON_REFRESH_S)
+    if fresh and _shape(last.reason) == _shape(wait.reason):
+        return
+    session = space.session(wait.session_id)
+    assert session is not None
+    session.note_pending_reason(wait.reason, now)
+    space.unit(_cause(state.sessions[session.id]), session)
+
+
+def _shape(reason: str) -> str:
+    return _NUMBERS.sub("#", reason)
+
+
+def _of_deactivated_keypairs(state: SchedulerState) -> list[str]:
+    """The waiting sessions of deactivated keypairs, found through each keypair's quota scope
+    (it queues or reserves every session the keypair created and has not given back): a pass
+    looks at a handful of keypairs, not at every waiting session."""
+    found: list[str] = []
+    for access_key, keypair in state.directory.keypairs.items():
+        if keypair.active:
+            continue
+        quota = state.quotas.get(quota_id_for(ScopeKind.KEYPAIR, access_key))
+        for session_id in [*quota.queued, *quota.reserved] if quota is not None else []:
+            tracked = state.sessions.get(session_id)
+            if tracked is not None and tracked.session.status is SessionStatus.PENDING:
+                found.append(session_id)
     return found
 
 
@@ -83,28 +139,51 @@ def _candidate(state: SchedulerState, session_id: str) -> Candidate:
     return Candidate(session_id, session.owner, session.spec.total, session.spec.priority)
 
 
-def _apply(
+def _chunks(state: SchedulerState, space: Workspace, session_ids: list[str]) -> list[list[str]]:
+    """Admitted sessions in runs whose events (one per session, one per scope they touch) fit
+    in a batch: a run is stored whole or not at all."""
+    chunks: list[list[str]] = []
+    scopes: set[tuple[ScopeKind, str]] = set()
+    for session_id in session_ids:
+        owner = state.sessions[session_id].session.owner
+        assert owner is not None
+        more = scopes | set(owner.scopes())
+        if chunks and len(chunks[-1]) + 1 + len(more) <= space.max_events:
+            chunks[-1].append(session_id)
+            scopes = more
+        else:
+            chunks.append([session_id])
+            scopes = set(owner.scopes())
+    return chunks
+
+
+def _reserve(
     state: SchedulerState,
     space: Workspace,
-    decision: Decision,
+    session_ids: list[str],
     now: datetime,
     admitted: dict[str, list[str]],
 ) -> None:
-    tracked = state.sessions[decision.session_id]
-    session = space.session(decision.session_id)
-    assert session is not None and session.owner is not None
-    if isinstance(decision, Cancel):
-        _end(state, space, session.id, decision.reason, now)
-    elif isinstance(decision, Wait):
-        session.note_pending_reason(decision.reason, now)
-        space.unit(_cause(tracked), session)
-    else:
+    """Admit the sessions, with one reservation per scope naming all of them, as one unit:
+    a session is never admitted without its reservations, nor reserved without admission.
+    A scope's event names the first of these sessions as its cause."""
+    parts: list[tuple[Cause, Aggregate]] = []
+    by_scope: dict[tuple[ScopeKind, str], dict[str, ResourceSlots]] = {}
+    for session_id in session_ids:
+        session = space.session(session_id)
+        assert session is not None and session.owner is not None
         session.admit("admitted", now)
-        quotas = [space.quota(kind, sid, now) for kind, sid in session.owner.scopes()]
-        for quota in quotas:
-            quota.reserve(session.id, session.spec.total, now)
-        space.unit(_cause(tracked), session, *quotas)
-        admitted.setdefault(session.spec.resource_group, []).append(session.id)
+        parts.append((_cause(state.sessions[session_id]), session))
+        need = session.spec.total
+        for scope in session.owner.scopes():
+            by_scope.setdefault(scope, {})[session_id] = need
+        admitted.setdefault(session.spec.resource_group, []).append(session_id)
+    cause = parts[0][0]
+    for (kind, scope_id), sessions in by_scope.items():
+        quota = space.quota(kind, scope_id, now)
+        quota.reserve(sessions, now)
+        parts.append((cause, quota))
+    space.joint(parts)
 
 
 def _end(
@@ -114,31 +193,53 @@ def _end(
     session = space.session(session_id)
     assert session is not None
     session.terminate(reason, now)
-    space.unit(
-        _cause(state.sessions[session_id]), session, *_releases(state, space, session_id, now)
-    )
+    quotas = _give_back(state, space, {session_id: _ended_reason(space, session_id)}, now)
+    space.unit(_cause(state.sessions[session_id]), session, *quotas)
 
 
-def _release(state: SchedulerState, space: Workspace, session_id: str, now: datetime) -> None:
-    quotas = _releases(state, space, session_id, now)
-    if quotas:
-        space.unit(_cause(state.sessions[session_id]), *quotas)
+end_waiting = _end
+"""Cancel a waiting session with a reason and give back what it holds (one decision)."""
 
 
-def _releases(
-    state: SchedulerState, space: Workspace, session_id: str, now: datetime
+def _release(
+    state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
+) -> None:
+    """Every scope holding ended sessions gives them back, in one event per scope. Each scope
+    is a unit of its own: releasing is idempotent, so a scope left out by a failed batch is
+    released by the next pass (the session stays releasable until every scope let it go)."""
+    reasons = {sid: _ended_reason(space, sid) for sid in session_ids}
+    by_quota: dict[str, dict[str, str]] = {}
+    for session_id, reason in reasons.items():
+        for quota_id in state.holdings.get(session_id, ()):
+            by_quota.setdefault(quota_id, {})[session_id] = reason
+    for quota_id in sorted(by_quota):
+        held = by_quota[quota_id]
+        for quota in _give_back(state, space, held, now, only=quota_id):
+            space.unit(_cause(state.sessions[next(iter(held))]), quota)
+
+
+def _give_back(
+    state: SchedulerState,
+    space: Workspace,
+    reasons: dict[str, str],
+    now: datetime,
+    only: str | None = None,
 ) -> list[Quota]:
-    """Every scope holding the session, with its reservation released or queue place given
-    back (already done ones change nothing)."""
-    session = space.peek_session(session_id)
-    reason = f"session {session.status.value}" if session is not None else "session ended"
+    """The scopes holding these sessions (or just ``only``), with their reservations released
+    and queue places given back (already done ones change nothing)."""
+    quota_ids = {only} if only else {q for s in reasons for q in state.holdings.get(s, ())}
     quotas = []
-    for quota_id in sorted(state.holdings.get(session_id, ())):
+    for quota_id in sorted(quota_ids):
         known = state.quotas.get(quota_id)
         if known is None:
             continue
         quota = space.quota(known.scope, known.scope_id, now)
-        quota.release(session_id, reason, now)
-        quota.dequeue(session_id, reason, now)
+        quota.release(reasons, now)
+        quota.dequeue(reasons, now)
         quotas.append(quota)
     return quotas
+
+
+def _ended_reason(space: Workspace, session_id: str) -> str:
+    session = space.peek_session(session_id)
+    return f"session {session.status.value}" if session is not None else "session ended"

@@ -20,26 +20,16 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from commands.errors import DomainError
 from commands.node import Node
-from commands.session import Session
-from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
 from events.envelope import Cause
 from events.fold import Fold
 from events.store import EventStore
 from events.writes import AggregateRef, ConcurrencyConflict
-from schemas.resources import ZERO, ResourceSlots
-from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
 from services.scheduler.admitting import SCHEDULER, admit_sessions, still_pending
-from services.scheduler.placement import (
-    KernelRequest,
-    NodeOffer,
-    Placed,
-    SessionRequest,
-    place,
-)
-from services.scheduler.state import Fact, SchedulerState, TrackedSession, Work
+from services.scheduler.lifecycle import apply_fact, hold_back, stop_timed_out
+from services.scheduler.placing import place_group
+from services.scheduler.state import SchedulerState, Work
 from services.scheduler.workspace import Workspace, refresh
 
 log = logging.getLogger(__name__)
@@ -58,6 +48,7 @@ async def run_pass(
     max_events: int,
     attempts: int,
     may_admit: Callable[[str], bool] = lambda domain: True,
+    may_place: Callable[[str], bool] = lambda group: True,
     writing: asyncio.Lock | None = None,
 ) -> int:
     """Decide and store everything ready; returns the number of events written. On a
@@ -69,7 +60,7 @@ async def run_pass(
             work = state.take_work()
             space = Workspace(state, max_events=max_events)
             try:
-                decide(state, work, space, now(), may_admit)
+                decide(state, work, space, now(), may_admit, may_place)
                 if space.events == 0:
                     return 0
                 log.debug("pass: %d events in %d batch(es)", space.events, len(space.batches))
@@ -91,21 +82,26 @@ def decide(
     space: Workspace,
     now: datetime,
     may_admit: Callable[[str], bool] = lambda domain: True,
+    may_place: Callable[[str], bool] = lambda group: True,
 ) -> None:
     """Node ledgers for agents first, then kernel facts (which free capacity and end
     sessions), then admission (which releases what ended), then placement, so each step sees
     what the steps before it decided in this very pass."""
+    state.next_wake = None
     for agent_id in work.agents:
         register_node(state, agent_id, space, now)
     for fact in work.facts:
         apply_fact(state, fact, space, now)
-    admitted = admit_sessions(state, space, now, may_admit)
+    stop_timed_out(state, space, now)
+    held = hold_back(state, space, now)
+    admitted = admit_sessions(state, space, now, may_admit, held)
     for group in dict.fromkeys([*state.waiting, *admitted]):
+        if not may_place(group):
+            continue
         queue = [*state.waiting.get(group, {}), *admitted.get(group, [])]
-        # A session this pass ended (deactivated keypair) is not placed.
-        queue = [sid for sid in queue if still_pending(space, sid)]
-        if queue:
-            place_group(state, group, queue, space, now)
+        # A session this pass ended (deactivated keypair, doomed) or held back is not placed.
+        queue = [sid for sid in queue if sid not in held and still_pending(space, sid)]
+        state.queues[group] = place_group(state, group, queue, space, now) if queue else []
 
 
 def register_node(state: SchedulerState, agent_id: str, space: Workspace, now: datetime) -> None:
@@ -124,138 +120,11 @@ def register_node(state: SchedulerState, agent_id: str, space: Workspace, now: d
     node = space.node(agent_id)
     if node is None:
         node = space.add(
-            Node.register(agent_id, agent.hostname, agent.resource_group, agent.capacity, now)
-        )
+            Node.register(
+                agent_id, agent.hostname, agent.resource_group, agent.capacity, now,
+                devices=agent.devices, numa=agent.numa,
+            )
+        )  # fmt: skip
     else:
-        node.change_capacity(agent.capacity, now)
+        node.change_capacity(agent.capacity, now, devices=agent.devices, numa=agent.numa)
     space.unit(cause, node)
-
-
-def apply_fact(state: SchedulerState, fact: Fact, space: Workspace, now: datetime) -> None:
-    """A kernel started, exited or failed: the session follows, and an ended kernel's slots go
-    back to its node. Late or repeated facts change nothing."""
-    event, envelope = fact.event, fact.envelope
-    tracked = state.sessions.get(event.session_id)
-    session = space.session(event.session_id)
-    node_id = fact.agent_id
-    if session is not None:
-        node_id = session.placements.get(event.kernel_id, fact.agent_id)
-    ledger = AggregateRef(AggregateType.NODE, node_id)
-    node = None if state.is_broken(ledger) else space.node(node_id)
-    try:
-        if session is not None:
-            if isinstance(event, KernelStarted):
-                session.kernel_started(event.kernel_id, now)
-            elif isinstance(event, KernelExited):
-                session.kernel_exited(event.kernel_id, event.exit_code, _exit_reason(event), now)
-            elif (
-                session.status is SessionStatus.TERMINATING
-                and event.kernel_id in session.kernel_ids
-            ):
-                # Stopped before it started: the user asked for the end, so it is not an error.
-                session.mark_terminated(f"stopped before it started ({event.reason})", now)
-            else:
-                session.kernel_failed(
-                    event.kernel_id, f"kernel failed to start: {event.reason}", now
-                )
-    except DomainError as exc:
-        # A fact about a kernel the session does not have, or one before it was placed:
-        # nothing to decide (the rule checks before it records anything).
-        log.info("fact %s from agent %s ignored: %s", envelope.name, fact.agent_id, exc)
-    if node is not None and isinstance(event, KernelExited | KernelFailedToStart):
-        ended = "kernel exited" if isinstance(event, KernelExited) else "kernel failed to start"
-        node.release(event.kernel_id, ended, now)
-    cause = Cause(
-        causation_id=envelope.event_id,
-        correlation_id=tracked.correlation_id if tracked else envelope.correlation_id,
-        actor=SCHEDULER,
-        tenant=tracked.tenant if tracked else envelope.tenant,
-    )
-    space.unit(cause, *[a for a in (session, node) if a is not None])
-
-
-def _exit_reason(event: KernelExited) -> str:
-    # A process exit code is 0..255; an agent reports a negative one when no process ran
-    # (stopped before it started, vanished), and then only its reason means anything.
-    if event.exit_code < 0:
-        return event.reason or "kernel ended"
-    detail = f" ({event.reason})" if event.reason else ""
-    return f"kernel exited with code {event.exit_code}{detail}"
-
-
-def place_group(
-    state: SchedulerState, group: str, waiting: list[str], space: Workspace, now: datetime
-) -> None:
-    offers: list[NodeOffer] = []
-    for node_id in [*state.nodes, *space.new_nodes]:
-        known = space.peek_node(node_id)
-        if known is not None and known.resource_group == group:
-            offers.append(_offer(state, known))
-    requests = [_request(state.sessions[sid]) for sid in waiting]
-    for decision in place(requests, offers):
-        tracked = state.sessions[decision.session_id]
-        cause = Cause(
-            causation_id=tracked.last_event_id,
-            correlation_id=tracked.correlation_id,
-            actor=SCHEDULER,
-            tenant=tracked.tenant,
-        )
-        session = space.session(decision.session_id)
-        assert session is not None
-        if not isinstance(decision, Placed):
-            session.note_pending_reason(decision.reason, now)
-            space.unit(cause, session)
-            continue
-        ledgers = {node_id: space.node(node_id) for node_id in decision.placements.values()}
-        if not _still_fits(session, decision.placements, ledgers):
-            log.error("placement of %s does not match the ledgers; left waiting", session.id)
-            continue
-        spec = session.spec
-        for kernel_id, kernel in zip(session.kernel_ids, spec.kernels, strict=True):
-            node = ledgers[decision.placements[kernel_id]]
-            assert node is not None
-            node.allocate(
-                kernel_id, session.id, kernel.resources, now,
-                image=spec.image, command=spec.command, env=dict(spec.env),
-            )  # fmt: skip
-        nodes = [node for node in ledgers.values() if node is not None]
-        hosts = ", ".join(sorted(node.hostname or node.id for node in nodes))
-        session.schedule(decision.placements, f"placed on {hosts}", now)
-        space.unit(cause, session, *nodes)
-
-
-def _still_fits(
-    session: Session, placements: dict[str, str], ledgers: dict[str, Node | None]
-) -> bool:
-    """The ledgers' own rule, checked before deciding anything, so that a refused allocation
-    (which would mean a placement bug) cannot leave half a decision on the working copies."""
-    need: dict[str, ResourceSlots] = {}
-    for kernel_id, kernel in zip(session.kernel_ids, session.spec.kernels, strict=True):
-        node_id = placements[kernel_id]
-        need[node_id] = need.get(node_id, ZERO) + kernel.resources
-    for node_id, slots in need.items():
-        node = ledgers[node_id]
-        if node is None or not node.schedulable or not slots.fits_in(node.free):
-            return False
-    return True
-
-
-def _offer(state: SchedulerState, node: Node) -> NodeOffer:
-    agent = state.agents.get(node.id)
-    return NodeOffer(
-        node_id=node.id,
-        hostname=node.hostname,
-        capacity=node.capacity,
-        free=node.free,
-        images=agent.images if agent is not None else frozenset(),
-        available=node.schedulable,
-    )
-
-
-def _request(tracked: TrackedSession) -> SessionRequest:
-    session = tracked.session
-    kernels = tuple(
-        KernelRequest(kernel_id, kernel.resources)
-        for kernel_id, kernel in zip(session.kernel_ids, session.spec.kernels, strict=True)
-    )
-    return SessionRequest(session.id, session.spec.image, kernels)

@@ -2,8 +2,9 @@
 
 Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*``, ``ev.quota.*`` and the tenancy subjects
 (one ordered tail) and ``cmd.session.*`` (durable consumer). Writes ``ev.session.<id>``,
-``ev.node.<id>``, ``ev.quota.<id>``, ``out.<command id>`` and admission leases in
-``jy-leases`` (``admit.<domain>``).
+``ev.node.<id>``, ``ev.quota.<id>``, ``out.<command id>``, leases in ``jy-leases``
+(``admit.<domain>`` for admission, ``sched.<resource group>`` for placement) and each group's
+queue in ``jy-queues``.
 
 Nothing is decided before the fold has caught up with the log's end as read at start. Passes
 are event-driven: the fold wakes them when something could change a decision (a session
@@ -25,6 +26,7 @@ from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.fold import Fold, Follower
 from events.leases import Lease
+from events.queues import QueueBoard
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.subjects import AggregateType, events_of
@@ -67,6 +69,8 @@ class Scheduler:
             },
             durable=settings.durable,
             aggregate_type=AggregateType.SESSION,
+            # Creates come in runs: one decision and one group commit for each run.
+            batch_handlers={CreateSession: self.commands.create_sessions},
             # Its own store: commands' writes are counted apart from the passes'.
             store=EventStore(bus),
             clock=clock,
@@ -75,12 +79,15 @@ class Scheduler:
         self._bus = bus
         self.holder = f"{settings.durable}-{new_id()[:8]}"
         self.leases: dict[str, Lease] = {}
-        """Domain -> its admission lease (``admit.<domain>``), once this replica wanted it."""
+        """Lease key -> lease, once this replica wanted it: ``admit.<domain>`` (admission)
+        and ``sched.<resource group>`` (placement)."""
         self.passes = 0
         """Passes that ran (with or without writing): for tests and metrics."""
         self._stopping = False
         self._deciding = False
         self._decider: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.queues = QueueBoard.on(bus)
         self._follower = Follower(
             self.fold, self.store,
             poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.retry_after_s,
@@ -106,6 +113,8 @@ class Scheduler:
         if self._stopping:
             return
         self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
         await self.runner.stop()
         self._wake.set()
         if self._decider is not None:
@@ -113,6 +122,7 @@ class Scheduler:
                 self._decider.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._decider
+        await self.queues.flush()
         for lease in self.leases.values():
             await lease.release()
         await self._follower.stop()
@@ -150,12 +160,15 @@ class Scheduler:
             self._wake.clear()
             self._deciding = True
             try:
-                held = await self._hold_leases() if settings.leases else None
+                may_admit: Callable[[str], bool] = _anything
+                may_place: Callable[[str], bool] = _anything
+                if settings.leases:
+                    domains, groups = await self._hold_leases()
+                    may_admit, may_place = domains.__contains__, groups.__contains__
                 await run_pass(
                     self.state, self.fold, self.store, self._clock,
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
-                    may_admit=(lambda domain: True) if held is None else held.__contains__,
-                    writing=self.commands.writing,
+                    may_admit=may_admit, may_place=may_place, writing=self.commands.writing,
                 )  # fmt: skip
             except Exception:
                 log.exception("decision pass failed; trying again in %ss", settings.retry_after_s)
@@ -164,22 +177,54 @@ class Scheduler:
             finally:
                 self._deciding = False
             self.passes += 1
+            self._set_timer()
+            await self._publish_queues()
 
-    async def _hold_leases(self) -> set[str]:
-        """The domains with admission work whose lease this replica holds (taken or renewed
-        now when it runs low). Where another replica holds one, try again once it could have
-        expired: a replica that died must not leave its domains unadmitted."""
+    async def _publish_queues(self) -> None:
+        """Each group's waiting sessions in queue order, for ``queuePosition`` (derived state
+        in ``jy-queues``, not events: positions shift with every placement)."""
+        queues, self.state.queues = self.state.queues, {}
+        for group, waiting in queues.items():
+            await self.queues.publish(group, waiting, len(waiting))
+
+    def _set_timer(self) -> None:
+        """Wake a pass by itself when a start time or a timeout comes (no polling ticks)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        due = self.state.due()
+        if due is not None:
+            delay = max(0.0, (due - self._clock()).total_seconds())
+            self._timer = asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    async def _hold_leases(self) -> tuple[set[str], set[str]]:
+        """The domains with admission work and the resource groups with placement work whose
+        lease this replica holds (taken, or renewed when it runs low). Where another replica
+        holds one, try again once it could have expired: a replica that died must not leave
+        its domains unadmitted or its groups unplaced. A replica that fails to renew a lease
+        stops deciding for that partition at once; the optimistic-concurrency guards refuse
+        whatever it had in flight."""
+        domains = await self._hold("admit", self.state.admission_domains())
+        groups = await self._hold("sched", self.state.placement_groups())
+        return domains, groups
+
+    async def _hold(self, kind: str, wanted: set[str]) -> set[str]:
         held: set[str] = set()
         missed = False
         ttl = self.settings.lease_ttl_s
-        for domain in sorted(self.state.admission_domains()):
-            lease = self.leases.get(domain)
+        for name in sorted(wanted):
+            key = f"{kind}.{name}"
+            lease = self.leases.get(key)
             if lease is None:
-                lease = self.leases[domain] = Lease(self._bus, f"admit.{domain}", self.holder, ttl)
+                lease = self.leases[key] = Lease(self._bus, key, self.holder, ttl)
             if (lease.held and lease.remaining_s > ttl / 2) or await lease.acquire():
-                held.add(domain)
+                held.add(name)
             else:
                 missed = True
         if missed:
             asyncio.get_running_loop().call_later(ttl / 2, self._wake.set)
         return held
+
+
+def _anything(name: str) -> bool:
+    return True

@@ -14,6 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from commands.directory import TENANCY_TYPES, Directory
 from commands.node import Node
@@ -30,10 +31,12 @@ from events.domain.agent import (
 from events.envelope import Envelope, StoredEvent
 from events.fold import FoldedState
 from events.writes import AggregateRef
+from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
+from services.scheduler.placement import Placer
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,10 @@ class TrackedSession:
     tenant: Tenant
     correlation_id: str
     last_event_id: str
+    order: int = 0
+    """The stream sequence of its request: the queue's arrival order."""
+    placeable_since: float = 0.0
+    """When it was admitted (epoch seconds): how long it has waited for placement."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,8 @@ class AgentInfo:
     epoch: int
     resource_group: str
     source: Envelope
+    devices: tuple[DeviceInfo, ...] = ()
+    numa: tuple[NumaNode, ...] = ()
     """The event that said this: node ledger changes made for the agent name it as cause."""
 
 
@@ -117,6 +126,14 @@ class SchedulerState(FoldedState):
         """Session id -> ids of the quota scopes that queue or reserve it."""
         self.releasable: dict[str, None] = {}
         """Ended sessions some quota scope still holds: a pass releases them."""
+        self.placers: dict[str, Placer] = {}
+        """Resource group -> its placer (what placement remembers between passes)."""
+        self.timed: dict[str, None] = {}
+        """RUNNING sessions with a timeout (batch): a pass stops those past it."""
+        self.next_wake: datetime | None = None
+        """The earliest time a pass must run again by itself (a start time, a timeout)."""
+        self.queues: dict[str, list[str]] = {}
+        """Resource group -> the sessions the last pass left waiting, in queue order."""
         self.broken: set[str] = set()
         """Subjects whose events this code cannot fold; never decided on (and said loudly)."""
         self._images: dict[str, set[str]] = {}
@@ -153,7 +170,7 @@ class SchedulerState(FoldedState):
         kind = envelope.aggregate_type
         try:
             if kind is AggregateType.SESSION:
-                self._evolve_session(envelope)
+                self._evolve_session(envelope, event.seq)
             elif kind is AggregateType.NODE:
                 self._evolve_node(envelope)
             elif kind is AggregateType.AGENT:
@@ -172,18 +189,24 @@ class SchedulerState(FoldedState):
             self._forget(envelope)
             log.warning("cannot fold %s (seq %d): %s", envelope.subject, event.seq, exc)
 
-    def _evolve_session(self, envelope: Envelope) -> None:
+    def _evolve_session(self, envelope: Envelope, seq: int) -> None:
         tracked = self.sessions.get(envelope.aggregate_id)
         if tracked is None:
             session = Session.rehydrate([envelope])
             assert session is not None
-            tracked = TrackedSession(session, envelope.tenant, envelope.correlation_id, "")
+            tracked = TrackedSession(session, envelope.tenant, envelope.correlation_id, "", seq)
             self.sessions[session.id] = tracked
         else:
             tracked.session.evolve([envelope])
         tracked.last_event_id = envelope.event_id
         session = tracked.session
         pending = session.status is SessionStatus.PENDING
+        if pending and session.admitted and not tracked.placeable_since:
+            tracked.placeable_since = envelope.occurred_at.timestamp()
+        if session.status is SessionStatus.RUNNING and session.spec.timeout_s is not None:
+            self.timed[session.id] = None
+        else:
+            self.timed.pop(session.id, None)
         self._queue(
             self.waiting, session.spec.resource_group, session.id, pending and session.admitted
         )
@@ -212,22 +235,27 @@ class SchedulerState(FoldedState):
             self.quotas[created.id] = quota = created
         else:
             quota.evolve([envelope])
-        session_id = envelope.payload.get("session_id")
-        if not isinstance(session_id, str):
+        # Holding events name the sessions they change (one or many; v1 ones are upcast).
+        sessions = envelope.payload.get("sessions")
+        if not isinstance(sessions, dict) or not sessions:
             return
-        holders = self.holdings.setdefault(session_id, set())
-        if session_id in quota.queued or session_id in quota.reserved:
-            holders.add(quota.id)
-            tracked = self.sessions.get(session_id)
-            if tracked is not None and tracked.session.status.is_terminal:
-                self.releasable[session_id] = None
-                self._wake()
-            return
-        holders.discard(quota.id)
-        if not holders:
-            del self.holdings[session_id]
-            self.releasable.pop(session_id, None)
-        self._wake()  # room was freed (by another replica, or ours before a restart)
+        freed = False
+        for session_id in sessions:
+            holders = self.holdings.setdefault(session_id, set())
+            if quota.holds(session_id):
+                holders.add(quota.id)
+                tracked = self.sessions.get(session_id)
+                if tracked is not None and tracked.session.status.is_terminal:
+                    self.releasable[session_id] = None
+                    freed = True
+                continue
+            holders.discard(quota.id)
+            if not holders:
+                del self.holdings[session_id]
+                self.releasable.pop(session_id, None)
+            freed = True  # room was freed (by another replica, or ours before a restart)
+        if freed:
+            self._wake()
 
     # ---- admission -------------------------------------------------------------------------
 
@@ -244,6 +272,29 @@ class SchedulerState(FoldedState):
                 owner = self.sessions[session_id].session.owner
                 if owner is not None and not self.keypair_active(owner.access_key):
                     found.add(owner.domain)
+        return found
+
+    def wake_at(self, when: datetime) -> None:
+        """Ask for a pass at ``when`` (the earliest asked for wins)."""
+        if self.next_wake is None or when < self.next_wake:
+            self.next_wake = when
+
+    def due(self) -> datetime | None:
+        """When the next pass must run by itself: a start time noted by the last pass, or the
+        earliest timeout of a running session."""
+        due = self.next_wake
+        for session_id in self.timed:
+            deadline = self.sessions[session_id].session.timeout_at
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return due
+
+    def placement_groups(self) -> set[str]:
+        """Resource groups with sessions to place now, or soon (once admitted)."""
+        found = {group for group, queue in self.waiting.items() if queue}
+        for queue in self.unadmitted.values():
+            for session_id in queue:
+                found.add(self.sessions[session_id].session.spec.resource_group)
         return found
 
     def keypair_active(self, access_key: str) -> bool:
@@ -279,6 +330,8 @@ class SchedulerState(FoldedState):
                     envelope.payload.get("resource_group") or self.default_resource_group
                 ),
                 source=envelope,
+                devices=event.devices,
+                numa=event.numa,
             )
             self._agents_to_check[agent_id] = None
         elif isinstance(event, AgentImagesChanged):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TypeVar
 
@@ -50,6 +51,11 @@ class Workspace:
         self.new_nodes: dict[str, Node] = {}
         self.batches: list[dict[AggregateRef, list[Envelope]]] = [{}]
         self._size = 0
+
+    @property
+    def max_events(self) -> int:
+        """Events per batch; a unit larger than this gets a batch of its own."""
+        return self._max_events
 
     @property
     def events(self) -> int:
@@ -129,7 +135,13 @@ class Workspace:
         """Collect what one decision changed on ``aggregates``; returns the event count. A
         unit never spans two batches, so each batch holds whole decisions (a session is never
         scheduled in one batch and allocated in another)."""
-        collected = [(a.ref, a.collect(cause)) for a in aggregates]
+        return self.joint([(cause, a) for a in aggregates])
+
+    def joint(self, parts: Iterable[tuple[Cause, Aggregate]]) -> int:
+        """Like ``unit``, for decisions that must be stored together although each aggregate
+        has its own cause: sessions admitted in a pass and the one reservation per scope that
+        names them all."""
+        collected = [(a.ref, a.collect(cause)) for cause, a in parts]
         size = sum(len(envelopes) for _, envelopes in collected)
         if size == 0:
             return 0

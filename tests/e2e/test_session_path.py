@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import subprocess
 import time
@@ -144,7 +145,7 @@ def test_the_subscription_streams_every_status_in_order(jetyard_docker: Jetyard)
             }
             await ws.send(json.dumps(init))
             assert json.loads(await ws.recv())["type"] == "connection_ack"
-            query = "subscription($id: ID!) { sessionStatus(id: $id) { status seq } }"
+            query = "subscription($id: ID!) { sessionStatus(id: $id) { status seq queuePosition } }"
             await ws.send(
                 json.dumps(
                     {
@@ -154,17 +155,21 @@ def test_the_subscription_streams_every_status_in_order(jetyard_docker: Jetyard)
                     }
                 )
             )
-            seen: list[tuple[str, int]] = []
+            seen: list[tuple[str, int, int | None]] = []
             while True:
                 message = json.loads(await asyncio.wait_for(ws.recv(), 30))
                 if message["type"] == "complete":
                     break
                 assert message["type"] == "next", message
                 change = message["payload"]["data"]["sessionStatus"]
-                seen.append((change["status"], change["seq"]))
-            seqs = [s for _, s in seen]
-            assert seqs == sorted(set(seqs))  # in order, no duplicate
-            return [status for status, _ in seen]
+                seen.append((change["status"], change["seq"], change["queuePosition"]))
+            # A waiting session's change is pushed again (same seq) when its queue position
+            # moves; every other change comes once, in order.
+            again = [c for before, c in itertools.pairwise(seen) if c[1] == before[1]]
+            assert all(status == "PENDING" for status, _, _ in again), seen
+            seqs = [seq for _, seq, _ in seen]
+            assert seqs == sorted(seqs), seen  # in order
+            return [status for status, _, _ in seen]
 
     statuses = asyncio.run(watch())
     assert statuses[0] == "PENDING"

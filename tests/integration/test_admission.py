@@ -37,7 +37,7 @@ from schemas.tenancy import (
     quota_id_for,
 )
 from services.scheduler.service import Scheduler
-from tests.integration.test_scheduler import FakeAgent, eventually
+from tests.integration.scheduler_support import FakeAgent, eventually
 from tests.tenancy_support import Tenancy, add_member, deactivate_keypair, make_tenancy
 
 StartScheduler = Callable[..., Awaitable[Scheduler]]
@@ -188,7 +188,8 @@ async def test_max_pending_sessions_refuses_the_thirty_first_create(
     assert {o.code for o in refused} == {"quota-exceeded"}
     assert all("max pending sessions" in o.message for o in refused), refused[0].message
     queue = await store.read(AggregateRef(AggregateType.QUOTA, f"keypair-{tenancy.access_key}"))
-    assert [e.name for e in queue.events].count("QuotaSessionQueued") == 30
+    queued = [e.envelope.payload for e in queue.events if e.name == "QuotaSessionQueued"]
+    assert sum(len(payload["sessions"]) for payload in queued) == 30
 
 
 async def test_a_deactivated_keypair_loses_its_waiting_sessions_and_creates_nothing(
@@ -264,16 +265,17 @@ def assert_replay_within_limits(
         scope = event.envelope.aggregate_id
         if event.name == "QuotaReserved":
             held = reserved.setdefault(scope, {})
-            session_id = payload["session_id"]
-            assert session_id not in held, f"{session_id} reserved twice on {scope}"
-            held[session_id] = ResourceSlots.model_validate(payload["slots"])
-            reservations[session_id] = reservations.get(session_id, 0) + 1
+            for session_id, taken in payload["sessions"].items():
+                assert session_id not in held, f"{session_id} reserved twice on {scope}"
+                held[session_id] = ResourceSlots.model_validate(taken)
+                reservations[session_id] = reservations.get(session_id, 0) + 1
             slots, sessions = limits.get(scope, (SlotLimits(), None))
             used = sum(held.values(), ResourceSlots())
             assert slots.over(used, DefaultForUnspecified.UNLIMITED) == [], (scope, event.seq)
             assert sessions is None or len(held) <= sessions, (scope, len(held), event.seq)
         elif event.name == "QuotaReleased":
-            reserved.get(scope, {}).pop(payload["session_id"], None)
+            for session_id in payload["sessions"]:
+                reserved.get(scope, {}).pop(session_id, None)
         elif event.name == "SessionAdmitted":
             admitted.add(event.envelope.aggregate_id)
     assert admitted, "nothing was admitted"

@@ -9,118 +9,33 @@ policy limits nothing, so admission admits every session at once).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import TypeVar
 
 import pytest
 
-from commands.agent import Agent
 from commands.bus import CommandBus
-from commands.messages import CreateSession, TerminateSession
+from commands.messages import TerminateSession
 from commands.node import Node
-from commands.repository import load, pending_write
+from commands.repository import load
 from commands.session import Session
 from events.bus import Bus
-from events.envelope import Cause, StoredEvent
 from events.store import EventStore
-from events.writes import AggregateRef
-from schemas.ids import new_id, node_id_for_host, session_id_for
+from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
-from schemas.resources import ResourceSlots
-from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
-from services.scheduler.service import Scheduler
+from tests.integration.scheduler_support import (
+    FakeAgent,
+    StartScheduler,
+    create,
+    eventually,
+    history,
+    node_of,
+    placed,
+    session_in,
+    slots,
+)
 from tests.tenancy_support import make_tenancy
-
-GIB = 1 << 30
-T = TypeVar("T")
-StartScheduler = Callable[..., Awaitable[Scheduler]]
-
-
-def slots(cpu: float = 1, mem: float = 1, gpu: int = 0) -> ResourceSlots:
-    return ResourceSlots(
-        cpu_milli=round(cpu * 1000), memory_bytes=round(mem * GIB), gpu_hundredths=gpu * 100
-    )
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-class FakeAgent:
-    """Writes on ``ev.agent.<id>`` what the agent of one machine would report."""
-
-    def __init__(self, store: EventStore, capacity: ResourceSlots, images: tuple[str, ...]):
-        self.store = store
-        self.hostname = f"host-{new_id()[:8]}"
-        self.id = node_id_for_host(self.hostname)
-        self.capacity = capacity
-        self.images = images
-        self.agent: Agent | None = None
-        self.seq = 0
-
-    async def register(self, epoch: int = 1, capacity: ResourceSlots | None = None) -> None:
-        capacity = capacity or self.capacity
-        if self.agent is None:
-            self.agent = Agent.register(
-                self.id, epoch=epoch, hostname=self.hostname, backend="simulated",
-                capacity=capacity, images=self.images, now=now(),
-            )  # fmt: skip
-        else:
-            self.agent.reregister(
-                epoch=epoch, hostname=self.hostname, backend="simulated",
-                capacity=capacity, images=self.images, now=now(),
-            )  # fmt: skip
-        await self._write()
-
-    async def started(self, kernel_id: str, session_id: str) -> None:
-        assert self.agent is not None
-        self.agent.kernel_started(kernel_id, session_id, f"jy-{kernel_id}", now())
-        await self._write()
-
-    async def exited(self, kernel_id: str, code: int) -> None:
-        assert self.agent is not None
-        self.agent.kernel_exited(kernel_id, code, "exited", now())
-        await self._write()
-
-    async def failed(self, kernel_id: str, session_id: str, reason: str) -> None:
-        assert self.agent is not None
-        self.agent.kernel_failed_to_start(kernel_id, session_id, reason, now())
-        await self._write()
-
-    async def _write(self) -> None:
-        assert self.agent is not None
-        cause = Cause(
-            causation_id=new_id(), correlation_id=new_id(),
-            actor=Actor.service(f"agent-{self.id[:8]}"), tenant=SYSTEM_TENANT,
-        )  # fmt: skip
-        write = pending_write((self.agent, self.seq), cause)
-        assert write is not None
-        self.seq = (await self.store.append(write)).last_seqs[self.agent.ref]
-
-
-def create(image: str, need: ResourceSlots, owner: SessionOwner) -> CreateSession:
-    spec = SessionSpec(
-        image=image,
-        kernels=(KernelSpec(resources=need),),
-        command=("sleep", "60"),
-        env={"JY_TEST": "1"},
-    )
-    return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec, owner=owner)
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 5.0) -> T:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        found = await check()
-        if found:
-            return found
-        if loop.time() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {check}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -136,34 +51,6 @@ async def owner(store: EventStore) -> SessionOwner:
 @pytest.fixture
 def image() -> str:
     return f"img-{new_id()[:8]}"
-
-
-async def history(store: EventStore, kind: AggregateType, aggregate_id: str) -> list[StoredEvent]:
-    return (await store.read(AggregateRef(kind, aggregate_id))).events
-
-
-async def session_in(store: EventStore, session_id: str, status: SessionStatus) -> Session:
-    async def check() -> Session | None:
-        session = (await load(store, Session, session_id)).aggregate
-        return session if session is not None and session.status is status else None
-
-    return await eventually(check)
-
-
-async def node_of(store: EventStore, agent: FakeAgent) -> Node:
-    async def check() -> Node | None:
-        return (await load(store, Node, agent.id)).aggregate
-
-    return await eventually(check)
-
-
-async def placed(
-    store: EventStore, commands: CommandBus, image: str, need: ResourceSlots, owner: SessionOwner
-) -> Session:
-    cmd = create(image, need, owner)
-    outcome = await commands.execute(cmd, timeout=5)
-    assert outcome is not None and outcome.accepted, outcome
-    return await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
 
 
 async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(
@@ -321,7 +208,10 @@ async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_
         session = (await load(store, Session, session_id)).aggregate
         return session.reason if session and session.reason != "requested" else None
 
-    expected = f"no node has 64 GiB of memory even when idle (largest: 16 GiB on {small.hostname})"
+    expected = (
+        "no node in group default has 64 GiB of memory even when idle "
+        f"(largest: 16 GiB on {small.hostname})"
+    )
     assert await eventually(reason) == expected
     assert (await load(store, Session, session_id)).aggregate.status is SessionStatus.PENDING  # type: ignore[union-attr]
 
@@ -481,8 +371,10 @@ async def test_a_pass_larger_than_a_batch_is_stored_in_several_batches_in_order(
     for cmd in cmds:
         await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
     assert scheduler.store.stats.conflicts == conflicts
-    # Fewer passes than batches: some pass stored its decisions in several batches.
-    assert scheduler.store.stats.batches - batches == 6 + 6  # admissions have their own
+    # Fewer passes than batches: some pass stored its decisions in several batches. Each
+    # pass's admissions are one unit (the sessions and one reservation per scope naming them
+    # all), too large to share a batch: 1 to 6 of them, depending on how the creates arrived.
+    assert 6 + 1 <= scheduler.store.stats.batches - batches <= 6 + 6
     assert scheduler.passes - passes < 6
     ledger = await history(store, AggregateType.NODE, agent.id)
     assert [e.name for e in ledger].count("ResourcesAllocated") == 6

@@ -1,0 +1,208 @@
+"""Placement inside a decision pass: one resource group's admitted sessions go through the
+group's placer (``services.scheduler.placement``, pure), and each decision becomes
+working-copy changes — device-level allocations on the node ledgers and the session's
+``SessionScheduled``, or a pending reason.
+
+Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
+``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from commands.errors import DomainError
+from commands.node import Node
+from commands.session import Session
+from events.envelope import Cause
+from schemas.resources import ResourceSlots
+from schemas.session import SessionSpec
+from schemas.tenancy import QueuePolicy
+from services.scheduler.admitting import SCHEDULER
+from services.scheduler.placement import (
+    DeviceState,
+    KernelPlacement,
+    KernelRequest,
+    NodeOffer,
+    Placed,
+    Placer,
+    SessionRequest,
+)
+from services.scheduler.state import SchedulerState, TrackedSession
+from services.scheduler.workspace import Workspace, working_copy
+
+log = logging.getLogger(__name__)
+
+
+def place_group(
+    state: SchedulerState, group: str, waiting: list[str], space: Workspace, now: datetime
+) -> list[str]:
+    """Place what fits of ``waiting`` (admitted PENDING sessions of ``group``) and note why
+    the rest waits. Returns the sessions left waiting, in queue order."""
+    policy = state.directory.group_scheduling(group)
+    offers = [
+        _offer(state, node)
+        for node in (space.peek_node(node_id) for node_id in [*state.nodes, *space.new_nodes])
+        if node is not None and node.resource_group == group
+    ]
+    requests = [_request(state.sessions[sid]) for sid in waiting]
+    usage = _usage(state, offers) if policy.queue_policy is QueuePolicy.DRF else None
+    placer = state.placers.setdefault(group, Placer())
+    decisions = placer.place(
+        requests, offers, policy, group=group, usage=usage, now=now.timestamp()
+    )
+    left: list[str] = []
+    for decision in decisions:
+        tracked = state.sessions[decision.session_id]
+        session = space.session(decision.session_id)
+        assert session is not None
+        if not isinstance(decision, Placed):
+            left.append(session.id)
+            if session.note_pending_reason(decision.reason, now):
+                space.unit(_cause(tracked), session)
+            continue
+        nodes = _allocate(session, decision, space, now)
+        if nodes is None:
+            left.append(session.id)
+            continue
+        hosts = ", ".join(sorted({node.hostname or node.id for node in nodes}))
+        session.schedule(decision.placements, f"placed on {hosts}", now)
+        space.unit(_cause(tracked), session, *nodes)
+    return left
+
+
+def _allocate(
+    session: Session, decision: Placed, space: Workspace, now: datetime
+) -> list[Node] | None:
+    """Every kernel's allocation on its node's working copy, or none: the ledgers' own rule
+    is checked on copies first, so a refused allocation (a placement bug) leaves no half
+    decision behind."""
+    spec = session.spec
+    trial: dict[str, Node] = {}
+    for node_id in dict.fromkeys(decision.placements.values()):
+        node = space.peek_node(node_id)
+        if node is None:
+            log.error("placement of %s names unknown node %s; left waiting", session.id, node_id)
+            return None
+        trial[node_id] = node
+    try:
+        _apply(session, spec, decision, {n: working_copy(node) for n, node in trial.items()}, now)
+    except DomainError as exc:
+        log.error("placement of %s refused by the ledger (%s); left waiting", session.id, exc)
+        return None
+    ledgers = {node_id: space.node(node_id) for node_id in trial}
+    chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
+    _apply(session, spec, decision, chosen, now)
+    return list(chosen.values())
+
+
+def _apply(
+    session: Session,
+    spec: SessionSpec,
+    decision: Placed,
+    ledgers: dict[str, Node],
+    now: datetime,
+) -> None:
+    hosts = cluster_hosts(len(spec.kernels))
+    for index, (kernel_id, kernel) in enumerate(zip(session.kernel_ids, spec.kernels, strict=True)):
+        placed: KernelPlacement = decision.kernels[kernel_id]
+        env = dict(spec.env)
+        if len(spec.kernels) > 1:
+            env.update(cluster_env(hosts, index))
+        ledgers[placed.node_id].allocate(
+            kernel_id, session.id, kernel.resources, now,
+            image=spec.image, command=spec.command, env=env,
+            devices=placed.devices, numa_node=placed.numa_node,
+            hostname=hosts[index] if len(spec.kernels) > 1 else "",
+        )  # fmt: skip
+
+
+def cluster_hosts(size: int) -> list[str]:
+    """Hostnames of a cluster session's kernels: ``main1``, then ``sub1``, ``sub2``..."""
+    return ["main1", *(f"sub{i}" for i in range(1, size))]
+
+
+def cluster_env(hosts: list[str], index: int) -> dict[str, str]:
+    return {
+        "JETYARD_CLUSTER_ROLE": "main" if index == 0 else "sub",
+        "JETYARD_CLUSTER_INDEX": str(index),
+        "JETYARD_CLUSTER_HOST": hosts[index],
+        "JETYARD_CLUSTER_HOSTS": ",".join(hosts),
+        "JETYARD_CLUSTER_SIZE": str(len(hosts)),
+    }
+
+
+def _offer(state: SchedulerState, node: Node) -> NodeOffer:
+    agent = state.agents.get(node.id)
+    use = node.device_use()
+    devices = tuple(
+        DeviceState(
+            index=d.index,
+            uuid=d.uuid,
+            numa_node=d.numa_node,
+            whole=use.get(d.index, (False, 0))[0],
+            shared=use.get(d.index, (False, 0))[1],
+            mig=d.mig_enabled,
+        )
+        for d in node.devices
+    )
+    return NodeOffer(
+        node_id=node.id,
+        hostname=node.hostname,
+        capacity=node.capacity,
+        free=node.free,
+        images=agent.images if agent is not None else frozenset(),
+        available=node.schedulable,
+        devices=devices,
+    )
+
+
+def _request(tracked: TrackedSession) -> SessionRequest:
+    session = tracked.session
+    spec = session.spec
+    kernels = tuple(
+        KernelRequest(kernel_id, kernel.resources)
+        for kernel_id, kernel in zip(session.kernel_ids, spec.kernels, strict=True)
+    )
+    return SessionRequest(
+        session_id=session.id,
+        image=spec.image,
+        kernels=kernels,
+        priority=spec.priority,
+        owner=session.owner.access_key if session.owner is not None else "",
+        order=tracked.order,
+        waiting_since=tracked.placeable_since,
+        cluster_mode=spec.cluster_mode,
+    )
+
+
+def _usage(state: SchedulerState, offers: list[NodeOffer]) -> dict[str, ResourceSlots]:
+    """What each owner (access key) holds on the group's nodes: DRF's dominant shares."""
+    usage: dict[str, list[int]] = {}
+    for offer in offers:
+        node = state.nodes.get(offer.node_id)
+        if node is None:
+            continue
+        for allocation in node.allocations.values():
+            tracked = state.sessions.get(allocation.session_id)
+            owner = tracked.session.owner if tracked is not None else None
+            if owner is None:
+                continue
+            held = usage.setdefault(owner.access_key, [0, 0, 0])
+            held[0] += allocation.slots.cpu_milli
+            held[1] += allocation.slots.memory_bytes
+            held[2] += allocation.slots.gpu_hundredths
+    return {
+        key: ResourceSlots(cpu_milli=c, memory_bytes=m, gpu_hundredths=g)
+        for key, (c, m, g) in usage.items()
+    }
+
+
+def _cause(tracked: TrackedSession) -> Cause:
+    return Cause(
+        causation_id=tracked.last_event_id,
+        correlation_id=tracked.correlation_id,
+        actor=SCHEDULER,
+        tenant=tracked.tenant,
+    )

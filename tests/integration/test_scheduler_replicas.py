@@ -1,0 +1,300 @@
+"""Two scheduler replicas on one log never double-allocate: simulated node agents, a burst of
+sessions from a few keypairs, both replicas taking commands from one durable consumer and
+deciding passes over the same nodes, with admission leases on and with both forced active. The
+replay checker (``tests.replay_check``) then folds the whole log on its own: no violation, and
+every session scheduled exactly once.
+
+Each run has a nats-server of its own, so "the whole log" is this run's log and nothing else.
+The agents are real ``NodeAgent``s with the simulated backend, in this process (200 of them
+start in about 2 s): they start and end kernels, so room is given back while sessions still
+wait and both replicas race for it (placement is concentrated: both pick the same nodes first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from commands.bus import CommandBus
+from commands.messages import CreateSession
+from events.bus import Bus, connect, ensure_streams
+from events.store import EventStore
+from events.tail import Tail
+from events.writes import AggregateRef, ConcurrencyConflict, Write
+from jetyard.natsserver import NatsServer
+from schemas.ids import new_id, node_id_for_host, session_id_for
+from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.resources import ResourceSlots
+from schemas.session import KernelSpec, SessionSpec
+from schemas.settings import NatsSettings
+from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
+from schemas.tenancy import KeypairPolicyLimits, SessionOwner
+from services.node.agent import NodeAgent
+from services.node.backend_simulated import SimulatedBackend
+from services.node.settings import AgentSettings
+from services.scheduler.service import Scheduler
+from services.scheduler.settings import SchedulerSettings
+from tests.replay_check import ENDED, ReplayReport, replay_log
+from tests.support import envelope, ref
+from tests.tenancy_support import make_tenancy
+
+GIB = 1 << 30
+IMAGE = "jetyard-sim:replicas"
+KEYPAIRS = 4
+"""Each in a domain of its own: with leases on, the replicas share the domains' admission."""
+
+
+@dataclass(frozen=True)
+class Size:
+    agents: int
+    sessions: int
+    timeout_s: float
+
+
+SHORT = Size(agents=50, sessions=500, timeout_s=60)
+FULL = Size(agents=200, sessions=2000, timeout_s=150)
+
+
+def slots(cpu: int, mem: int, gpu: int = 0) -> ResourceSlots:
+    return ResourceSlots(cpu_milli=cpu * 1000, memory_bytes=mem * GIB, gpu_hundredths=gpu * 100)
+
+
+def workload(i: int) -> tuple[tuple[ResourceSlots, ...], tuple[str, ...] | None]:
+    """The ``i``-th session's kernels and command. Of every four sessions one holds a GPU to
+    the end and two come and go, so demand exceeds the GPUs and sessions wait for exits."""
+    kind = i % 4
+    if kind == 0:
+        return (slots(cpu=2, mem=4, gpu=1),), None  # runs until stopped
+    if kind == 1:
+        return (slots(cpu=4, mem=8, gpu=2),), ("exit", "0")  # a job that ends at once
+    if kind == 2:
+        return (slots(cpu=1, mem=1), slots(cpu=1, mem=1)), None  # two kernels, no GPU
+    return (slots(cpu=1, mem=2, gpu=1),), ("sleep", "0.2")
+
+
+def create(i: int, owner: SessionOwner) -> CreateSession:
+    kernels, command = workload(i)
+    spec = SessionSpec(
+        image=IMAGE, kernels=tuple(KernelSpec(resources=k) for k in kernels), command=command
+    )
+    return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec, owner=owner)
+
+
+@pytest.fixture
+async def own_server(tmp_path: Path) -> AsyncIterator[NatsSettings]:
+    """A nats-server for this run alone, its streams declared."""
+    server = NatsServer(data_dir=tmp_path / "nats").start()
+    try:
+        settings = NatsSettings(url=server.url, request_timeout_s=10.0)
+        bus = await connect(settings, name="replicas-setup")
+        await ensure_streams(bus)
+        await bus.close()
+        yield settings
+    finally:
+        server.stop()
+
+
+@contextlib.asynccontextmanager
+async def agents(settings: NatsSettings, count: int) -> AsyncIterator[None]:
+    """``count`` simulated machines (16 CPUs, 64 GiB, 4 GPUs each) on one connection."""
+    bus = await connect(settings, name="replicas-agents")
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    for i in range(count):
+        machine = AgentSettings(
+            hostname=f"replica-node-{i:03d}", backend="simulated", cpu=Decimal(16),
+            memory_bytes=64 * GIB, simulated_gpus=4, simulated_images=(IMAGE,),
+        )  # fmt: skip
+        backend = SimulatedBackend(node_id_for_host(machine.hostname), [IMAGE])
+        agent = NodeAgent(bus, machine, backend)
+        tasks.append(asyncio.create_task(agent.run(stop), name=f"agent-{i}"))
+    try:
+        yield
+    finally:
+        stop.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        await bus.close()
+        failed = [r for r in results if isinstance(r, BaseException)]
+        assert not failed, f"{len(failed)} agents failed, first: {failed[0]!r}"
+
+
+@contextlib.asynccontextmanager
+async def replicas(settings: NatsSettings, leases: bool) -> AsyncIterator[list[Scheduler]]:
+    """Two schedulers, each on its own connection, sharing the durable consumer of
+    ``cmd.session.*`` (a work queue: each command goes to one of them)."""
+    config = SchedulerSettings(
+        durable="scheduler-replicas", leases=leases, poll_timeout_s=0.25,
+        command_fetch_timeout_s=0.2,
+    )  # fmt: skip
+    buses: list[Bus] = []
+    started: list[Scheduler] = []
+    try:
+        for i in range(2):
+            buses.append(bus := await connect(settings, name=f"replica-{i}"))
+            started.append(scheduler := Scheduler(bus, config))
+            await scheduler.start()
+        yield started
+    finally:
+        for scheduler in started:
+            await scheduler.stop()
+        for bus in buses:
+            await bus.close()
+
+
+async def until(what: str, timeout: float, check: Callable[[], bool]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"not true after {timeout}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+@dataclass
+class Progress:
+    """What the log says about the burst's sessions, as followed on ``ev.session.*``."""
+
+    sessions: set[str]
+    jobs: set[str]
+    """Sessions whose kernels end on their own."""
+    scheduled: set[str] = field(default_factory=set)
+    ended: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.scheduled >= self.sessions and self.ended.keys() >= self.jobs
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.scheduled & self.sessions)}/{len(self.sessions)} scheduled, "
+            f"{len(self.ended.keys() & self.jobs)}/{len(self.jobs)} jobs ended"
+        )
+
+
+async def follow(bus: Bus, progress: Progress, timeout: float) -> None:
+    """Until every session is scheduled and every job has ended, or ``timeout``."""
+    names = frozenset({"SessionScheduled", *ENDED})
+    tail = Tail(bus, subjects=[events_of(AggregateType.SESSION)], names=names)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while not progress.done and loop.time() < deadline:
+            try:
+                messages = await tail.fetch_raw(0.5)
+            except TimeoutError:  # nats-py's own, raised when the loop is busy: read again
+                continue
+            for message in messages:
+                session_id = message.subject.rsplit(".", 1)[1]
+                name = message.headers.get(EVENT_NAME_HEADER, "")
+                if name == "SessionScheduled":
+                    progress.scheduled.add(session_id)
+                else:
+                    progress.ended[session_id] = name
+    finally:
+        await tail.close()
+
+
+async def burst(
+    settings: NatsSettings, size: Size, leases: bool
+) -> tuple[Progress, ReplayReport, list[int]]:
+    """Agents up, the burst sent, followed until done (or the size's timeout), everything
+    stopped, the whole log replayed. Also returns each replica's pass writes."""
+    timings: dict[str, float] = {}
+    client = await connect(settings, name="replicas-client")
+    store = EventStore(client)
+    limits = KeypairPolicyLimits(max_containers_per_session=2)
+    owners = [(await make_tenancy(store, limits=limits)).owner for _ in range(KEYPAIRS)]
+    cmds = [create(i, owners[i % KEYPAIRS]) for i in range(size.sessions)]
+    progress = Progress(
+        sessions={session_id_for(c.command_id) for c in cmds},
+        jobs={session_id_for(c.command_id) for c in cmds if c.spec.command is not None},
+    )
+    try:
+        begin = time.perf_counter()
+        async with replicas(settings, leases) as schedulers, agents(settings, size.agents):
+            await until(
+                f"{size.agents} nodes registered on both replicas",
+                size.timeout_s,
+                lambda: all(len(s.state.nodes) == size.agents for s in schedulers),
+            )
+            timings["agents up"] = time.perf_counter() - begin
+            begin = time.perf_counter()
+            following = asyncio.create_task(follow(client, progress, size.timeout_s))
+            commands = CommandBus(client)
+            await asyncio.gather(*(commands.send(cmd) for cmd in cmds))
+            await following
+            timings["all scheduled, jobs ended"] = time.perf_counter() - begin
+            if progress.done:
+                for scheduler in schedulers:
+                    await scheduler.settle()
+            writes = [s.store.stats.batches + s.store.stats.appends for s in schedulers]
+            conflicts = [s.store.stats.conflicts for s in schedulers]
+        begin = time.perf_counter()
+        # Settled only if everything happened: a timed-out run may be stopped mid-way.
+        report = await replay_log(client, settled=progress.done)
+        timings["replay"] = time.perf_counter() - begin
+    finally:
+        await client.close()
+    print(
+        f"replicas (leases {'on' if leases else 'off'}), {size.agents} agents, "
+        f"{size.sessions} sessions: {progress}; "
+        + ", ".join(f"{what} {seconds:.1f}s" for what, seconds in timings.items())
+        + f"; pass writes {writes}, conflicts {conflicts}; {report}"
+    )
+    return progress, report, writes
+
+
+@pytest.mark.parametrize(
+    "size",
+    [SHORT, pytest.param(FULL, marks=[pytest.mark.slow, pytest.mark.timeout(300)])],
+    ids=["short", "full"],
+)
+@pytest.mark.parametrize("leases", [True, False], ids=["leases", "both-active"])
+async def test_two_replicas_on_one_log_never_double_allocate(
+    own_server: NatsSettings, size: Size, leases: bool
+) -> None:
+    progress, report, writes = await burst(own_server, size, leases)
+    assert report.violations == []
+    assert progress.done, f"after {size.timeout_s}s: {progress}"
+    kernels = sum(len(workload(i)[0]) for i in range(size.sessions))
+    ended = sum(len(workload(i)[0]) for i in range(size.sessions) if workload(i)[1] is not None)
+    # Every session scheduled exactly once (a second SessionScheduled is a violation), every
+    # kernel allocated once, every job's kernels given back, nothing else on the log.
+    assert (report.sessions, report.scheduled) == (size.sessions, size.sessions)
+    assert report.nodes == size.agents
+    assert (report.allocations, report.releases, report.held) == (kernels, ended, kernels - ended)
+    if not leases:
+        assert all(writes), f"a replica forced active wrote nothing: {writes}"
+
+
+async def test_a_rival_batch_that_begins_like_ours_is_a_conflict_not_our_write(bus: Bus) -> None:
+    """The race above, in miniature. Replicas derive event ids from what caused a decision,
+    so two replicas placing the same session write the same first event (the session's) but
+    may allocate on different nodes. The second commit must be refused as a conflict: taken
+    for its own earlier write, its replica would fold an allocation that is not on the log."""
+    store = EventStore(bus)
+    session, one_node, other_node = (
+        ref(AggregateType.SESSION), ref(AggregateType.NODE), ref(AggregateType.NODE),
+    )  # fmt: skip
+    cause = new_id()
+    # Placeholder events (the store does not read payloads) that no fold on the shared
+    # server takes for a real session or ledger.
+    scheduled = envelope(session, 1, cause=cause)
+
+    def placement(node: AggregateRef) -> list[Write]:
+        return [
+            Write.create(session, scheduled),
+            Write.create(node, envelope(node, 1, cause=cause)),
+        ]
+
+    await store.commit(placement(one_node))
+    with pytest.raises(ConcurrencyConflict):
+        await store.commit(placement(other_node))
+    assert (await store.read(other_node)).events == []
