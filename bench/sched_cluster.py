@@ -23,7 +23,13 @@ from events.store import EventStore
 from events.tail import Tail
 from schemas.resources import ResourceSlots
 from schemas.subjects import events_of
-from schemas.tenancy import KeypairPolicyLimits, SessionOwner, SlotLimits
+from schemas.tenancy import (
+    AgentSelection,
+    GroupScheduling,
+    KeypairPolicyLimits,
+    SessionOwner,
+    SlotLimits,
+)
 from tests.tenancy_support import add_member, make_tenancy
 
 MIX: tuple[tuple[int, float], ...] = (
@@ -59,6 +65,10 @@ def session_mix(count: int, seed: int) -> list[int]:
     return sizes
 
 
+SCHEDULING = GroupScheduling(agent_selection=AgentSelection.CONCENTRATED)
+"""The group's settings: packing (concentrated), FIFO, backfill, guard on, FILL."""
+
+
 async def owners(store: EventStore, projects: int, gpu_capacity: int) -> list[SessionOwner]:
     """One domain with ``projects`` projects, a keypair each. Limits are generous but real:
     each project may hold 40 % of the cluster's GPUs (the mix spreads ~23 % on each of 4),
@@ -67,7 +77,7 @@ async def owners(store: EventStore, projects: int, gpu_capacity: int) -> list[Se
     limits = KeypairPolicyLimits(max_containers_per_session=1)
     first = await make_tenancy(
         store, limits=limits, project_slots=project_slots,
-        domain_slots=SlotLimits(gpu_hundredths=gpu_capacity),
+        domain_slots=SlotLimits(gpu_hundredths=gpu_capacity), scheduling=SCHEDULING,
     )  # fmt: skip
     found = [first.owner]
     for _ in range(projects - 1):

@@ -37,7 +37,14 @@ from typing import Any
 
 from bench.foundation import awaited_store, group_commit
 from bench.sched_agents import IMAGE
-from bench.sched_cluster import fragmentation, owners, read_cluster, resources, session_mix
+from bench.sched_cluster import (
+    SCHEDULING,
+    fragmentation,
+    owners,
+    read_cluster,
+    resources,
+    session_mix,
+)
 from bench.sched_watch import Watch, follow, outcome_counts, report, wait_nodes
 from commands.bus import CommandBus
 from commands.messages import CreateSession
@@ -143,7 +150,10 @@ def run(args: argparse.Namespace) -> None:
         f"# sched_scale: {args.sessions} sessions, {args.agents} simulated agents x {args.gpus} "
         f"GPUs, {args.projects} projects/keypairs, admission on, window {args.window}\n"
         f"# layout: nats-server (file storage, R1, sync {sync}), scheduler process, agents "
-        "process (real NodeAgents, simulated backend), client process; no projections"
+        "process (real NodeAgents, simulated backend), client process; no projections\n"
+        f"# group: {SCHEDULING.queue_policy.value}, {SCHEDULING.agent_selection.value}, "
+        f"head of line {SCHEDULING.head_of_line.value}, fragmentation guard "
+        f"{'on' if SCHEDULING.fragmentation_guard else 'off'}, {SCHEDULING.device_fill.value}"
     )
     width = max(len(k) for k in results)
     for key, value in results.items():
