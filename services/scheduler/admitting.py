@@ -36,7 +36,8 @@ def still_pending(space: Workspace, session_id: str) -> bool:
     return session is not None and session.status is SessionStatus.PENDING
 
 
-def _cause(tracked: TrackedSession) -> Cause:
+def cause_of(tracked: TrackedSession) -> Cause:
+    """The envelope fields of a scheduler decision about a tracked session."""
     return Cause(
         causation_id=tracked.last_event_id,
         correlation_id=tracked.correlation_id,
@@ -110,7 +111,7 @@ def _note_wait(state: SchedulerState, space: Workspace, wait: Wait, now: datetim
     session = space.session(wait.session_id)
     assert session is not None
     session.note_pending_reason(wait.reason, now)
-    space.unit(_cause(state.sessions[session.id]), session)
+    space.unit(cause_of(state.sessions[session.id]), session)
 
 
 def _shape(reason: str) -> str:
@@ -173,7 +174,7 @@ def _reserve(
         session = space.session(session_id)
         assert session is not None and session.owner is not None
         session.admit("admitted", now)
-        parts.append((_cause(state.sessions[session_id]), session))
+        parts.append((cause_of(state.sessions[session_id]), session))
         need = session.spec.total
         for scope in session.owner.scopes():
             by_scope.setdefault(scope, {})[session_id] = need
@@ -194,7 +195,7 @@ def _end(
     assert session is not None
     session.terminate(reason, now)
     quotas = _give_back(state, space, {session_id: _ended_reason(space, session_id)}, now)
-    space.unit(_cause(state.sessions[session_id]), session, *quotas)
+    space.unit(cause_of(state.sessions[session_id]), session, *quotas)
 
 
 end_waiting = _end
@@ -215,7 +216,7 @@ def _release(
     for quota_id in sorted(by_quota):
         held = by_quota[quota_id]
         for quota in _give_back(state, space, held, now, only=quota_id):
-            space.unit(_cause(state.sessions[next(iter(held))]), quota)
+            space.unit(cause_of(state.sessions[next(iter(held))]), quota)
 
 
 def _give_back(

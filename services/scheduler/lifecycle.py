@@ -20,9 +20,9 @@ from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
-from services.scheduler.admitting import SCHEDULER, end_waiting
+from services.scheduler.admitting import SCHEDULER, cause_of, end_waiting
 from services.scheduler.readiness import Blocked, Doomed, Outcome, Ready, readiness, timed_out
-from services.scheduler.state import Fact, SchedulerState, TrackedSession
+from services.scheduler.state import Fact, SchedulerState
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def stop_timed_out(state: SchedulerState, space: Workspace, now: datetime) -> No
         if session is None or not session.time_out(now):
             continue
         stops = stop_the_rest(session, space, now)
-        space.unit(_cause(state.sessions[session.id]), session, *stops)
+        space.unit(cause_of(state.sessions[session.id]), session, *stops)
 
 
 def hold_back(state: SchedulerState, space: Workspace, now: datetime) -> set[str]:
@@ -136,7 +136,7 @@ def hold_back(state: SchedulerState, space: Workspace, now: datetime) -> set[str
             state.wake_at(verdict.wake_at)
         session = space.session(session_id)
         if session is not None and session.note_pending_reason(verdict.reason, now):
-            space.unit(_cause(tracked), session)
+            space.unit(cause_of(tracked), session)
     return held
 
 
@@ -144,12 +144,3 @@ def _outcome(space: Workspace, session_id: str) -> Outcome | None:
     # As this pass sees it: a dependency that ended earlier in the same pass counts.
     session = space.peek_session(session_id)
     return None if session is None else Outcome(session.status, session.exit_code)
-
-
-def _cause(tracked: TrackedSession) -> Cause:
-    return Cause(
-        causation_id=tracked.last_event_id,
-        correlation_id=tracked.correlation_id,
-        actor=SCHEDULER,
-        tenant=tracked.tenant,
-    )

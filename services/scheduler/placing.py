@@ -15,11 +15,10 @@ from datetime import datetime
 from commands.errors import DomainError
 from commands.node import Node
 from commands.session import Session
-from events.envelope import Cause
 from schemas.resources import ResourceSlots
 from schemas.session import SessionSpec
 from schemas.tenancy import QueuePolicy
-from services.scheduler.admitting import SCHEDULER
+from services.scheduler.admitting import cause_of
 from services.scheduler.placement import (
     DeviceState,
     KernelPlacement,
@@ -60,7 +59,7 @@ def place_group(
         if not isinstance(decision, Placed):
             left.append(session.id)
             if session.note_pending_reason(decision.reason, now):
-                space.unit(_cause(tracked), session)
+                space.unit(cause_of(tracked), session)
             continue
         nodes = _allocate(session, decision, space, now)
         if nodes is None:
@@ -68,7 +67,7 @@ def place_group(
             continue
         hosts = ", ".join(sorted({node.hostname or node.id for node in nodes}))
         session.schedule(decision.placements, f"placed on {hosts}", now)
-        space.unit(_cause(tracked), session, *nodes)
+        space.unit(cause_of(tracked), session, *nodes)
     return left
 
 
@@ -197,12 +196,3 @@ def _usage(state: SchedulerState, offers: list[NodeOffer]) -> dict[str, Resource
         key: ResourceSlots(cpu_milli=c, memory_bytes=m, gpu_hundredths=g)
         for key, (c, m, g) in usage.items()
     }
-
-
-def _cause(tracked: TrackedSession) -> Cause:
-    return Cause(
-        causation_id=tracked.last_event_id,
-        correlation_id=tracked.correlation_id,
-        actor=SCHEDULER,
-        tenant=tracked.tenant,
-    )

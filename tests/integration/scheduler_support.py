@@ -159,3 +159,13 @@ async def placed(
     outcome = await commands.execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     return await session_in(store, session_id_for(cmd.command_id), SessionStatus.SCHEDULED)
+
+
+async def reason_of(store: EventStore, session_id: str, contains: str) -> str:
+    """The session's pending reason, once it contains ``contains``."""
+
+    async def check() -> str | None:
+        session = (await load(store, Session, session_id)).aggregate
+        return session.reason if session and contains in session.reason else None
+
+    return await eventually(check)

@@ -26,6 +26,7 @@ from tests.integration.scheduler_support import (
     eventually,
     node_of,
     now,
+    reason_of,
     session_in,
     slots,
 )
@@ -64,14 +65,6 @@ async def batch(bus: Bus, image: str, owner: SessionOwner, **fields: Any) -> str
     outcome = await CommandBus(bus).execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     return session_id_for(cmd.command_id)
-
-
-async def reason_of(store: EventStore, session_id: str, contains: str) -> str:
-    async def check() -> str | None:
-        session = (await load(store, Session, session_id)).aggregate
-        return session.reason if session and contains in session.reason else None
-
-    return await eventually(check)
 
 
 async def run_to_exit(store: EventStore, agent: FakeAgent, session_id: str, code: int) -> None:

@@ -14,7 +14,6 @@ import pytest
 from commands.bus import CommandBus
 from commands.node import Node
 from commands.repository import load
-from commands.session import Session
 from events.bus import Bus
 from events.queues import QueueBoard
 from events.store import EventStore
@@ -28,6 +27,7 @@ from tests.integration.scheduler_support import (
     create,
     eventually,
     node_of,
+    reason_of,
     session_in,
     slots,
 )
@@ -62,14 +62,6 @@ async def request(bus: Bus, cmd_image: str, need: ResourceSlots, owner: SessionO
     outcome = await CommandBus(bus).execute(cmd, timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     return session_id_for(cmd.command_id)
-
-
-async def reason_of(store: EventStore, session_id: str, contains: str) -> str:
-    async def check() -> str | None:
-        session = (await load(store, Session, session_id)).aggregate
-        return session.reason if session and contains in session.reason else None
-
-    return await eventually(check)
 
 
 async def test_four_quarter_shares_fill_one_device_and_name_it(
