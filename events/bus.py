@@ -282,10 +282,13 @@ async def ensure_streams(bus: Bus) -> None:
             storage=api.StorageType.FILE,
         )
     )
-    await bus.js.create_key_value(
-        api.KeyValueConfig(bucket=LEASES_BUCKET, history=1, replicas=settings.replicas)
-    )
-    for bucket in (SNAPSHOTS_BUCKET, SECRETS_BUCKET, PEOPLE_BUCKET, CREDENTIALS_BUCKET):
+    for bucket in (
+        LEASES_BUCKET,
+        SNAPSHOTS_BUCKET,
+        SECRETS_BUCKET,
+        PEOPLE_BUCKET,
+        CREDENTIALS_BUCKET,
+    ):
         await bus.js.create_key_value(
             api.KeyValueConfig(bucket=bucket, history=1, replicas=settings.replicas)
         )

@@ -74,9 +74,9 @@ def place_group(
 def _allocate(
     session: Session, decision: Placed, space: Workspace, now: datetime
 ) -> list[Node] | None:
-    """Every kernel's allocation on its node's working copy, or none: the ledgers' own rule
-    is checked on copies first, so a refused allocation (a placement bug) leaves no half
-    decision behind."""
+    """Every kernel's allocation on its node's working copy, or none: a refused allocation (a
+    placement bug) leaves no half decision behind. ``Node.allocate`` checks before it records,
+    so one allocation is all or nothing by itself; several are tried on scratch copies first."""
     spec = session.spec
     trial: dict[str, Node] = {}
     for node_id in dict.fromkeys(decision.placements.values()):
@@ -86,13 +86,15 @@ def _allocate(
             return None
         trial[node_id] = node
     try:
-        _apply(session, spec, decision, {n: working_copy(node) for n, node in trial.items()}, now)
+        if len(spec.kernels) > 1:
+            scratch = {n: working_copy(node) for n, node in trial.items()}
+            _apply(session, spec, decision, scratch, now)
+        ledgers = {node_id: space.node(node_id) for node_id in trial}
+        chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
+        _apply(session, spec, decision, chosen, now)
     except DomainError as exc:
         log.error("placement of %s refused by the ledger (%s); left waiting", session.id, exc)
         return None
-    ledgers = {node_id: space.node(node_id) for node_id in trial}
-    chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
-    _apply(session, spec, decision, chosen, now)
     return list(chosen.values())
 
 

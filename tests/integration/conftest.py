@@ -1,4 +1,4 @@
-"""Fixtures shared by the integration tests of the scheduler."""
+"""Fixtures shared by the integration tests (the ``bus`` fixture is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,24 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from events.bus import Bus
+from events.store import EventStore
 from schemas.ids import new_id
 from schemas.subjects import COMMANDS_STREAM
 from services.scheduler.service import Scheduler
 from services.scheduler.settings import SchedulerSettings
 
 StartScheduler = Callable[..., Awaitable[Scheduler]]
+
+
+@pytest.fixture
+def store(bus: Bus) -> EventStore:
+    return EventStore(bus)
+
+
+@pytest.fixture
+def image() -> str:
+    """An image no other test's agents have: placement only uses nodes whose agent has it."""
+    return f"img-{new_id()[:8]}"
 
 
 @pytest.fixture

@@ -45,11 +45,6 @@ ONE_GPU = ResourceSlots.of(cpu=1, memory=1 << 30, gpu=1)
 
 
 @pytest.fixture
-def store(bus: Bus) -> EventStore:
-    return EventStore(bus)
-
-
-@pytest.fixture
 async def image(store: EventStore) -> str:
     """An image an agent offers, on a node with no room: nothing is ever placed."""
     name = f"img-{new_id()[:8]}"

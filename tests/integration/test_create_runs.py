@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from commands.messages import CreateSession
 from commands.outcome import Accepted
 from commands.quota import Quota
@@ -33,11 +31,6 @@ from tests.integration.scheduler_support import FakeAgent
 from tests.tenancy_support import make_tenancy
 
 NEED = ResourceSlots.of(cpu=1, memory=1 << 30)
-
-
-@pytest.fixture
-def store(bus: Bus) -> EventStore:
-    return EventStore(bus)
 
 
 async def folded(bus: Bus) -> tuple[SessionCommands, Fold[SchedulerState]]:

@@ -39,18 +39,8 @@ from tests.tenancy_support import make_tenancy
 
 
 @pytest.fixture
-def store(bus: Bus) -> EventStore:
-    return EventStore(bus)
-
-
-@pytest.fixture
 async def owner(store: EventStore) -> SessionOwner:
     return (await make_tenancy(store)).owner
-
-
-@pytest.fixture
-def image() -> str:
-    return f"img-{new_id()[:8]}"
 
 
 async def test_a_session_is_scheduled_in_one_batch_on_a_node_offering_its_image(

@@ -15,7 +15,7 @@ from commands.repository import load
 from commands.session import Session
 from events.bus import Bus
 from events.store import EventStore
-from schemas.ids import new_id, session_id_for
+from schemas.ids import session_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus, SessionType
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner
@@ -33,16 +33,6 @@ from tests.integration.scheduler_support import (
 from tests.tenancy_support import make_tenancy
 
 NEED = ResourceSlots(cpu_milli=500, memory_bytes=1 << 20)
-
-
-@pytest.fixture
-def store(bus: Bus) -> EventStore:
-    return EventStore(bus)
-
-
-@pytest.fixture
-def image() -> str:
-    return f"img-{new_id()[:8]}"
 
 
 @pytest.fixture

@@ -34,16 +34,6 @@ from tests.integration.scheduler_support import (
 from tests.tenancy_support import make_tenancy
 
 
-@pytest.fixture
-def store(bus: Bus) -> EventStore:
-    return EventStore(bus)
-
-
-@pytest.fixture
-def image() -> str:
-    return f"img-{new_id()[:8]}"
-
-
 def share(hundredths: int) -> ResourceSlots:
     return ResourceSlots(cpu_milli=100, memory_bytes=1 << 20, gpu_hundredths=hundredths)
 

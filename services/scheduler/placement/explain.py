@@ -57,27 +57,36 @@ def _largest(nodes: Sequence[NodeState], of: Callable[[NodeState], int]) -> Node
 
 
 def _cpu(nodes: Sequence[NodeState], need: Need, group: str) -> str | None:
-    roomiest = _largest(nodes, lambda n: n.cpu)
-    if need.cpu <= roomiest.cpu:
-        return None
-    largest = _largest(nodes, lambda n: n.offer.capacity.cpu_milli)
-    if largest.offer.capacity.cpu_milli < need.cpu:
-        return reasons.cpu_short(
-            group, need.cpu, largest.offer.capacity.cpu_milli, largest.name, idle=True
-        )
-    return reasons.cpu_short(group, need.cpu, roomiest.cpu, roomiest.name, idle=False)
+    return _short(
+        nodes, need.cpu, group, lambda n: n.cpu, lambda n: n.offer.capacity.cpu_milli,
+        reasons.cpu_short,
+    )  # fmt: skip
 
 
 def _memory(nodes: Sequence[NodeState], need: Need, group: str) -> str | None:
-    roomiest = _largest(nodes, lambda n: n.mem)
-    if need.mem <= roomiest.mem:
+    return _short(
+        nodes, need.mem, group, lambda n: n.mem, lambda n: n.offer.capacity.memory_bytes,
+        reasons.memory_short,
+    )  # fmt: skip
+
+
+def _short(
+    nodes: Sequence[NodeState],
+    need: int,
+    group: str,
+    free: Callable[[NodeState], int],
+    capacity: Callable[[NodeState], int],
+    say: Callable[..., str],
+) -> str | None:
+    """Why ``need`` of one slot fits nowhere: even the largest node idle is too small, or no
+    node has that much free now."""
+    roomiest = _largest(nodes, free)
+    if need <= free(roomiest):
         return None
-    largest = _largest(nodes, lambda n: n.offer.capacity.memory_bytes)
-    if largest.offer.capacity.memory_bytes < need.mem:
-        return reasons.memory_short(
-            group, need.mem, largest.offer.capacity.memory_bytes, largest.name, idle=True
-        )
-    return reasons.memory_short(group, need.mem, roomiest.mem, roomiest.name, idle=False)
+    largest = _largest(nodes, capacity)
+    if capacity(largest) < need:
+        return say(group, need, capacity(largest), largest.name, idle=True)
+    return say(group, need, free(roomiest), roomiest.name, idle=False)
 
 
 def _gpu(nodes: Sequence[NodeState], need: Need, group: str, guard: bool) -> str | None:
