@@ -1,6 +1,6 @@
-"""The access log: one record per request and per command sent (principal, source address,
-operation, outcome, refusals included), kept on ``access.<domain>`` in ``JY_ACCESS`` and read
-back by admins. Writes and reads only that stream."""
+"""The access log: one record per HTTP request and per WebSocket connection (principal, source
+address, operation, outcome, refusals included), kept on ``access.<domain>`` in ``JY_ACCESS`` and
+read back by admins. Writes and reads only that stream."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ class AccessRecord(BaseModel):
     """``POST /graphql createSession,sessions``, ``login``, ``ws /graphql sessionStatus``..."""
     outcome: str
     """``ok``, ``denied: <why>``, ``rejected: <code>``, ``unauthenticated: <code>``..."""
-    command_ids: tuple[str, ...] = ()
 
 
 class AccessLog:

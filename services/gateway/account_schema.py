@@ -39,8 +39,8 @@ class AccessEntry:
 @strawberry.type
 class AccountQuery:
     @strawberry.field(
-        description="Requests and commands, oldest first from `since` or after `after` "
-        "(a seq). Superadmins see every domain (or one), domain admins and monitors theirs."
+        description="Requests and WebSocket connections, oldest first from `since` or after "
+        "`after` (a seq). Superadmins see every domain (or one), domain admins and monitors theirs."
     )
     async def access_log(
         self,
@@ -60,10 +60,7 @@ class AccountQuery:
         records = await ctx_of(info).services.access.read(
             domain=scope, after_seq=after or 0, since=since, first=first
         )
-        return [
-            AccessEntry(seq=seq, **record.model_dump(exclude={"command_ids"}))
-            for seq, record in records
-        ]
+        return [AccessEntry(seq=seq, **record.model_dump()) for seq, record in records]
 
 
 @strawberry.type

@@ -103,8 +103,8 @@ class Authenticated:
                     scope["method"], path, headers, body, headers.get("host", "")
                 )
             except AuthError as exc:
-                await _record(services, None, source, operation, f"unauthenticated: {exc.code}")
                 await _problem(send, 401, exc.code, exc.message, {})
+                await _record(services, None, source, operation, f"unauthenticated: {exc.code}")
                 return
         key = (
             (principal.access_key or principal.user_id)
@@ -115,11 +115,13 @@ class Authenticated:
         verdict = self.limiter.take(key, limit)
         limit_headers = {k.lower(): v for k, v in verdict.headers().items()}
         if not verdict.allowed:
-            await _record(services, principal, source, operation, "denied: rate limit")
             message = (
                 f"more than {verdict.limit} requests a minute: try again in {verdict.reset_s}s"
             )
+            # Answered first, recorded after (as every request is): the record's round trip
+            # to the stream is not the client's wait.
             await _problem(send, 429, "rate-limited", message, limit_headers)
+            await _record(services, principal, source, operation, "denied: rate limit")
             return
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
