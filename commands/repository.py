@@ -9,8 +9,7 @@ from typing import Generic, Protocol, TypeVar
 from commands.aggregate import Aggregate
 from events.envelope import Cause
 from events.snapshots import Snapshot
-from events.store import History
-from events.writes import AggregateRef, Write
+from events.writes import AggregateRef, History, Write
 
 A = TypeVar("A", bound=Aggregate)
 

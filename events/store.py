@@ -29,6 +29,7 @@ from events.writes import (
     AggregateRef,
     Committed,
     ConcurrencyConflict,
+    History,
     OutcomeUnknownError,
     Write,
     WriteRejectedError,
@@ -44,15 +45,6 @@ BATCH_DUPLICATE_MSG_ID = 10201
 EXPECTED_HEADER = "Nats-Expected-Last-Subject-Sequence"
 # Errors after which the write may or may not have been stored: resolve by reading back.
 AMBIGUOUS_CODES = frozenset({WRONG_LAST_SEQUENCE, BATCH_INCOMPLETE, BATCH_DUPLICATE_MSG_ID})
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    """An aggregate's events after some sequence, and the guard to write after them."""
-
-    aggregate: AggregateRef
-    events: list[StoredEvent]
-    last_seq: int
 
 
 @dataclass

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from events.envelope import Envelope
+from events.envelope import Envelope, StoredEvent
 from schemas.subjects import AggregateType, event_subject
 
 MAX_BATCH_MESSAGES = 1000  # the server's ceiling for one atomic batch
@@ -71,6 +72,38 @@ class Committed:
     last_seqs: dict[AggregateRef, int]
     recovered: bool = False
     """True when the first answer was lost and the store found its own events by reading back."""
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """An aggregate's events after some sequence, and the guard to write after them."""
+
+    aggregate: AggregateRef
+    events: list[StoredEvent]
+    last_seq: int
+
+
+class Store(Protocol):
+    """What writers and loaders need from an event store. Two implementations keep the same
+    rules (one contract test suite runs on both): ``events.store.EventStore`` on JetStream and
+    ``events.memory.InMemoryStore`` for unit tests of deciders and pass steps.
+
+    - ``commit`` stores every write or none: a guard that no longer holds raises
+      ``ConcurrencyConflict`` naming every stale aggregate; expected sequence 0 means the
+      aggregate must not exist (create-once, forever);
+    - ``OutcomeUnknownError`` means the store could not learn whether it stored the write;
+    - reads return events upcast to the current schema, with the guard to write after them.
+    """
+
+    async def append(self, write: Write) -> Committed: ...
+
+    async def commit(self, writes: list[Write]) -> Committed: ...
+
+    async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History: ...
+
+    async def last_seqs(self, aggregates: list[AggregateRef]) -> dict[AggregateRef, int]: ...
+
+    async def stream_last_seq(self) -> int: ...
 
 
 class ConcurrencyConflict(Exception):

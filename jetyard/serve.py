@@ -46,10 +46,17 @@ def _gateway(stop: asyncio.Event) -> Awaitable[None]:
     return app.run(settings.GatewaySettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
 
 
+def _tenancy(stop: asyncio.Event) -> Awaitable[None]:
+    app = importlib.import_module("services.tenancy.app")
+    settings = importlib.import_module("services.tenancy.settings")
+    return app.run(settings.TenancySettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
+
+
 SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "scheduler": _scheduler,
     "agent": _agent,
     "projections": _projections,
+    "tenancy": _tenancy,
     "gateway": _gateway,
 }
 

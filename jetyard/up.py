@@ -27,7 +27,7 @@ from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirLock, stop_orphaned_server
 from schemas.settings import NatsSettings
 
-SERVICE_ORDER = ("projections", "scheduler", "agent", "gateway")
+SERVICE_ORDER = ("projections", "tenancy", "scheduler", "agent", "gateway")
 QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting...
 MAX_QUICK_DEATHS = 5  # ...this many times in a row is broken, not unlucky
 
@@ -101,7 +101,7 @@ class Stack:
             self._spawn(name)
 
     def bootstrap(self) -> AdminCredentials | None:
-        """The first superadmin, on the first start (the gateway decides the commands)."""
+        """The first superadmin, on the first start (the tenancy service decides the commands)."""
         assert self.server is not None
         settings = NatsSettings(url=self.server.url, token=self.server.token)
 
@@ -182,7 +182,7 @@ def up(options: UpOptions) -> int:
     try:
         stack.start()
         assert stack.server is not None
-        if "gateway" in options.services:
+        if "tenancy" in options.services:
             admin = stack.bootstrap()
             if admin is not None:
                 print("First start: a superadmin was created. Shown once; also in")

@@ -1,5 +1,6 @@
-"""Gateway entry point: connect, fold the tenancy directory and quota use, run the admin
-module, watch the queue board, open the views, and serve GraphQL on uvicorn until stopped."""
+"""Gateway entry point: connect, fold the tenancy directory and quota use (read only), watch
+the queue board, open the views, and serve GraphQL on uvicorn until stopped. Tenancy commands
+go to the tenancy service (``services.tenancy``) like every other command."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from events.queues import QueueBoard
 from projections.settings import ProjectionSettings
 from schemas.settings import NatsSettings
 from services.gateway.access import AccessLog
-from services.gateway.admin import AdminModule
 from services.gateway.auth.authenticate import Authenticator
 from services.gateway.auth.logins import LoginStore
 from services.gateway.auth.nonces import NonceStore
 from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault, email_key_of
 from services.gateway.context import Services
+from services.gateway.directory import DirectoryFeed
 from services.gateway.http import build_app
 from services.gateway.quotas import QuotaUse
 from services.gateway.settings import GatewaySettings
@@ -46,14 +47,14 @@ def secrets_key_of(settings: GatewaySettings) -> bytes:
 
 async def open_services(
     bus: Bus, settings: GatewaySettings, views: Views
-) -> tuple[Services, AdminModule, QuotaUse]:
-    """Everything a request needs, started (the admin module takes admin commands from now).
-    The caller stops the admin module, the quota use and ``services.queues``."""
+) -> tuple[Services, DirectoryFeed, QuotaUse]:
+    """Everything a request needs, started. The caller stops the directory feed, the quota
+    use and ``services.queues``."""
     key = secrets_key_of(settings)
     queues = QueueBoard.on(bus)
     await queues.start_watching()
-    admin = AdminModule(bus)
-    await admin.start()
+    directory = DirectoryFeed(bus)
+    await directory.start()
     quotas = QuotaUse(bus)
     await quotas.start()
     vault = SecretVault(bus, key)
@@ -63,7 +64,7 @@ async def open_services(
         NonceStore(bus),
         LoginStore(bus, bus.settings.login_ttl_s),
         passwords,
-        admin.directory,
+        directory.directory,
         bus.settings.signature_window_s,
     )
     services = Services(
@@ -71,7 +72,7 @@ async def open_services(
         commands=CommandBus(bus),
         bus=bus,
         settings=settings,
-        directory=admin.directory,
+        directory=directory.directory,
         vault=vault,
         people=PeopleVault(bus, key),
         passwords=passwords,
@@ -81,7 +82,7 @@ async def open_services(
         email_key=email_key_of(key),
         queues=queues,
     )
-    return services, admin, quotas
+    return services, directory, quotas
 
 
 async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
@@ -89,7 +90,7 @@ async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event
     bus = await connect(nats, name="gateway")
     await ensure_streams(bus)
     views = await SqlViews.open(ProjectionSettings(), bus)
-    services, admin, quotas = await open_services(bus, settings, views)
+    services, directory, quotas = await open_services(bus, settings, views)
     server = uvicorn.Server(
         uvicorn.Config(
             build_app(services),
@@ -109,7 +110,7 @@ async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event
         stopping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
-        await admin.stop()
+        await directory.stop()
         await quotas.stop()
         await services.queues.close()
         await views.close()

@@ -193,8 +193,6 @@ class NodeAgent:
                 f"agent {self.node_id}: epoch {ledger.latest_epoch} registered after this "
                 f"incarnation's {self.record.epoch} (same host name twice?); this one stops"
             )
-        if self.record.stale:
-            await self.record.load()
         if ledger.lost_seq > self._answered_loss:
             # Declared lost while alive (cut off): fence, then come back under a new epoch.
             self._answered_loss = ledger.lost_seq

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from commands.agent import Agent, KernelConflictError, RunningKernel
-from commands.repository import pending_write
+from commands.unit_of_work import Changes, UnitOfWork
 from events.domain.agent import KernelExited, KernelFailedToStart
-from events.envelope import Cause
-from events.store import EventStore
-from events.writes import AggregateRef, ConcurrencyConflict
+from events.envelope import Cause, StoredEvent
+from events.fold import FoldedState
+from events.writes import AggregateRef, Store
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
@@ -27,6 +27,7 @@ AGENT_ACTOR = Actor.service("agent")
 # Each fact is at most two events; a write stays well inside one atomic batch (1,000).
 FACTS_PER_WRITE = 400
 ATTEMPTS = 3
+ENDED = frozenset({KernelExited.event_name, KernelFailedToStart.event_name})
 
 
 class AgentSupersededError(RuntimeError):
@@ -56,36 +57,65 @@ class ImagesNow:
 Fact = Started | FailedToStart | Ended | ImagesNow
 
 
+class AgentLog(FoldedState):
+    """This agent's aggregate as stored, and the kernels whose end or failure is on it."""
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__()
+        self.agent_id = agent_id
+        self.agent: Agent | None = None
+        self.finished: set[str] = set()
+
+    def evolve(self, event: StoredEvent) -> None:
+        envelope = event.envelope
+        if self.agent is None:
+            self.agent = Agent.rehydrate([envelope])
+        else:
+            self.agent.evolve([envelope])
+        if envelope.name in ENDED:
+            self.finished.add(str(envelope.payload["kernel_id"]))
+
+
 class AgentRecord:
-    def __init__(self, store: EventStore, agent_id: str) -> None:
+    def __init__(self, store: Store, agent_id: str) -> None:
         self._store = store
         self.ref = AggregateRef(AggregateType.AGENT, agent_id)
-        self.agent: Agent | None = None
-        self.last_seq = 0
+        self.log = AgentLog(agent_id)
+        self._work = self._unit_of_work()
         self.epoch = 0
         """The epoch this incarnation registered with (0: not yet)."""
-        self.finished: set[str] = set()
-        """Kernels whose end or failure is on the log: never started again, never re-reported."""
-        self.stale = True
+        self._finished: set[str] = set()
+        """Kernels reported finished whose end wrote nothing (not running on the log)."""
+
+    @property
+    def agent(self) -> Agent | None:
+        return self.log.agent
 
     @property
     def running(self) -> dict[str, RunningKernel]:
-        return dict(self.agent.running) if self.agent is not None else {}
+        return dict(self.log.agent.running) if self.log.agent is not None else {}
+
+    @property
+    def finished(self) -> set[str]:
+        """Kernels whose end or failure is known: never started again, never re-reported."""
+        return self.log.finished | self._finished
+
+    def _unit_of_work(self) -> UnitOfWork[Changes]:
+        return UnitOfWork(self._store, self.log, lambda: Changes(self.log), attempts=ATTEMPTS)
 
     async def load(self) -> None:
-        """Read the aggregate back (at start, and after a write whose outcome is unclear)."""
-        history = await self._store.read(self.ref)
-        self.agent = Agent.rehydrate(e.envelope for e in history.events)
-        self.last_seq = history.last_seq
-        # The aggregate keeps running kernels only; which ones ended is in its history.
-        ended = {KernelExited.event_name, KernelFailedToStart.event_name}
-        self.finished = {
-            str(e.envelope.payload["kernel_id"]) for e in history.events if e.name in ended
-        }
-        self.stale = False
-        if self.epoch and self.agent is not None and self.agent.epoch != self.epoch:
+        """Read the aggregate back from the log (at start)."""
+        self.log = AgentLog(self.ref.id)
+        self._work = self._unit_of_work()
+        for event in (await self._store.read(self.ref)).events:
+            self.log.apply(event)
+        self._check_epoch()
+
+    def _check_epoch(self) -> None:
+        agent = self.log.agent
+        if self.epoch and agent is not None and agent.epoch != self.epoch:
             raise AgentSupersededError(
-                f"agent {self.ref.id}: epoch {self.agent.epoch} registered after this one's "
+                f"agent {self.ref.id}: epoch {agent.epoch} registered after this one's "
                 f"{self.epoch}; this incarnation stops"
             )
 
@@ -102,83 +132,64 @@ class AgentRecord:
         numa: Iterable[NumaNode] = (),
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
-        for _ in range(ATTEMPTS):
-            if self.stale:
-                await self.load()
-            if self.agent is None:
-                agent = Agent.register(
-                    self.ref.id,
-                    epoch=1,
-                    hostname=hostname,
-                    backend=backend,
-                    capacity=capacity,
-                    devices=devices,
-                    numa=numa,
-                    images=images,
-                    resource_group=resource_group,
-                    now=now,
-                )
+
+        def decide(changes: Changes) -> int:
+            known = self.log.agent
+            if known is None:
+                agent = changes.add(
+                    Agent.register(
+                        self.ref.id, epoch=1, hostname=hostname, backend=backend,
+                        capacity=capacity, devices=devices, numa=numa, images=images,
+                        resource_group=resource_group, now=now,
+                    )
+                )  # fmt: skip
             else:
-                agent = self.agent
+                agent = changes.track(known)
                 agent.reregister(
-                    epoch=agent.epoch + 1,
-                    hostname=hostname,
-                    backend=backend,
-                    capacity=capacity,
-                    devices=devices,
-                    numa=numa,
-                    images=images,
-                    resource_group=resource_group,
-                    now=now,
-                )
-            if await self._write(agent):
-                self.agent, self.epoch = agent, agent.epoch
-                return agent.epoch
-        raise RuntimeError(f"agent {self.ref.id}: could not register ({ATTEMPTS} conflicts)")
+                    epoch=known.epoch + 1, hostname=hostname, backend=backend,
+                    capacity=capacity, devices=devices, numa=numa, images=images,
+                    resource_group=resource_group, now=now,
+                )  # fmt: skip
+            changes.unit(_cause(), agent)
+            return agent.epoch
+
+        self.epoch, _ = await self._work.run(decide, what=f"registering agent {self.ref.id}")
+        return self.epoch
 
     async def report(self, facts: Sequence[Fact], now: datetime) -> None:
         for first in range(0, len(facts), FACTS_PER_WRITE):
             await self._report(facts[first : first + FACTS_PER_WRITE], now)
 
     async def _report(self, facts: Sequence[Fact], now: datetime) -> None:
-        for _ in range(ATTEMPTS):
-            if self.stale:
-                await self.load()
-            agent = self.agent
-            assert agent is not None, "report after register"
-            ended = [_decide(agent, fact, now) for fact in facts]
-            if await self._write(agent):
-                self.finished.update(k for k in ended if k is not None)
-                return
-        raise RuntimeError(f"agent {self.ref.id}: facts not stored ({ATTEMPTS} conflicts)")
+        def decide(changes: Changes) -> list[str]:
+            self._check_epoch()
+            known = self.log.agent
+            assert known is not None, "report after register"
+            agent = changes.track(known)
+            # After an unknown outcome the log is read back: facts already on it are skipped.
+            fresh = [f for f in facts if _kernel_of(f) not in self.log.finished]
+            ended = [_decide(agent, fact, now) for fact in fresh]
+            changes.unit(_cause(), agent)
+            return [k for k in ended if k is not None]
+
+        ended, _ = await self._work.run(decide, what=f"agent {self.ref.id} reporting")
+        self._finished.update(ended)
 
     def forget(self, kernel_ids: Iterable[str]) -> None:
-        self.finished.difference_update(kernel_ids)
+        forgotten = set(kernel_ids)
+        self._finished -= forgotten
+        self.log.finished -= forgotten
 
-    async def _write(self, agent: Agent) -> bool:
-        """Append the aggregate's decided events; False after a conflict (reload, decide
-        again). Any failure leaves the in-memory aggregate ahead of the log, so it is reloaded
-        before the next decision."""
-        command = new_id()
-        cause = Cause(
-            causation_id=command,
-            correlation_id=command,
-            actor=AGENT_ACTOR,
-            tenant=SYSTEM_TENANT,
-        )
-        self.stale = True
-        write = pending_write((agent, self.last_seq), cause)
-        if write is None:
-            self.stale = False
-            return True
-        try:
-            committed = await self._store.append(write)
-        except ConcurrencyConflict:
-            log.warning("agent %s: its log moved under it; reloading", self.ref.id)
-            return False
-        self.last_seq = committed.last_seqs[self.ref]
-        self.stale = False
-        return True
+
+def _cause() -> Cause:
+    command = new_id()
+    return Cause(
+        causation_id=command, correlation_id=command, actor=AGENT_ACTOR, tenant=SYSTEM_TENANT
+    )
+
+
+def _kernel_of(fact: Fact) -> str | None:
+    return None if isinstance(fact, ImagesNow) else fact.kernel_id
 
 
 def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:

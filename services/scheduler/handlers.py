@@ -9,8 +9,9 @@ last pending place conflict on the keypair's quota, and the loser decides again.
 hands creates over in runs (``create_sessions``): a run is one group commit with one queue
 event per keypair, instead of one commit per create.
 
-Each handler decides in memory, writes one guarded commit and applies it from the ack; on a
-conflict it folds what the other writer stored and decides again.
+Each handler is one decision run by the unit of work (``commands.unit_of_work``): decided in
+memory on working copies, stored in one guarded commit, applied from the ack, and decided
+again after a conflict.
 """
 
 from __future__ import annotations
@@ -24,25 +25,20 @@ from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
 from commands.session import Session
-from events.fold import Fold
-from events.writes import AggregateRef, Committed, ConcurrencyConflict
+from commands.unit_of_work import TooManyConflictsError, UnitOfWork
+from events.writes import AggregateRef
 from schemas.ids import session_id_for
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
 from services.scheduler.creating import QueueRun, pending_full, refuse
 from services.scheduler.state import SchedulerState
-from services.scheduler.workspace import Workspace, merged, refresh
-
-
-class TooManyConflictsError(RuntimeError):
-    """Deciding kept losing races; the runner retries the command later."""
+from services.scheduler.workspace import Workspace
 
 
 @dataclass
 class SessionCommands:
     state: SchedulerState
-    fold: Fold[SchedulerState]
     sync: Callable[[], Awaitable[None]]
     """Fold up to the log's end as of now: asked before saying "unknown" to a sender who
     may have just written what makes the answer "known"."""
@@ -66,28 +62,35 @@ class SessionCommands:
         decided: dict[int, Decision | Exception] = {}
         if any(self._unknown_yet(c) for c in cmds):
             await self.sync()
-        for _ in range(self.attempts):
+
+        def decide(space: Workspace) -> dict[int, tuple[AggregateRef, AggregateRef]]:
             todo = [i for i in range(len(cmds)) if i not in decided]
-            if not todo:
+            return self._decide_creates(cmds, todo, space, ctx.now(), decided)
+
+        # Each round decides at least one create; a command that came twice in the run is
+        # answered in the round after its first copy was stored.
+        for _ in range(len(cmds)):
+            if len(decided) == len(cmds):
                 break
-            async with self.writing:
-                space = Workspace(self.state)
-                created = self._decide_creates(cmds, todo, space, ctx.now(), decided)
-                if not created:
-                    continue  # everything left was decided without writing (or repeats)
-                try:
-                    done = await space.commit(ctx.store, self.fold, quiet=False)
-                except ConcurrencyConflict as conflict:
-                    stale = list(conflict.stale)
-                else:
-                    stored = seqs_by_aggregate(space, done)
-                    for i, (ref, queue) in created.items():
-                        seqs = tuple(sorted([*stored[ref], *stored.get(queue, ())]))
-                        message = f"session {ref.id} requested"
-                        decided[i] = Accepted((ref.id, queue.id), seqs, message)
-                    continue
-            await refresh(ctx.store, self.state, stale)
-        return [decided.get(i) or _kept_conflicting(c) for i, c in enumerate(cmds)]
+            try:
+                created, stored = await self._work(ctx).run(decide, what="creating sessions")
+            except TooManyConflictsError as exc:
+                return [decided.get(i) or exc for i in range(len(cmds))]
+            seqs = stored.seqs_by_aggregate()
+            for i, (ref, queue) in created.items():
+                mine = tuple(sorted([*seqs.get(ref, ()), *seqs.get(queue, ())]))
+                decided[i] = Accepted((ref.id, queue.id), mine, f"session {ref.id} requested")
+        left = TooManyConflictsError("a create of this run was never decided")
+        return [decided.get(i) or left for i in range(len(cmds))]
+
+    def _work(self, ctx: HandlerContext) -> UnitOfWork[Workspace]:
+        return UnitOfWork(
+            ctx.store,
+            self.state,
+            lambda: Workspace(self.state),
+            attempts=self.attempts,
+            lock=self.writing,
+        )
 
     def _decide_creates(
         self,
@@ -174,46 +177,27 @@ class SessionCommands:
         the exit."""
         if cmd.session_id not in self.state.sessions:
             await self.sync()
-        for _ in range(self.attempts):
-            async with self.writing:
-                space = Workspace(self.state)
-                session = space.session(cmd.session_id)
-                if session is None:
-                    return Rejected(Code.NOT_FOUND, f"there is no session {cmd.session_id}")
-                if not session.terminate(cmd.reason, ctx.now()):
-                    status = session.status.value
-                    return Accepted((session.id,), (), f"session {session.id} is already {status}")
-                nodes = []
-                if session.status is SessionStatus.TERMINATING:
-                    for kernel_id, node_id in session.placements.items():
-                        node = space.node(node_id)
-                        if node is not None:
-                            node.request_stop(kernel_id, cmd.reason, ctx.now())
-                            nodes.append(node)
-                space.unit(cmd.cause(), session, *nodes)
-                try:
-                    done = await space.commit(ctx.store, self.fold, quiet=False)
-                    return Accepted.of(
-                        merged(done), f"session {session.id} is {session.status.value}"
-                    )
-                except ConcurrencyConflict as conflict:
-                    stale = list(conflict.stale)
-            await refresh(ctx.store, self.state, stale)
-        raise TooManyConflictsError(f"terminating session {cmd.session_id} kept conflicting")
 
+        def decide(space: Workspace) -> Decision:
+            session = space.session(cmd.session_id)
+            if session is None:
+                return Rejected(Code.NOT_FOUND, f"there is no session {cmd.session_id}")
+            if not session.terminate(cmd.reason, ctx.now()):
+                status = session.status.value
+                return Accepted((session.id,), (), f"session {session.id} is already {status}")
+            nodes = []
+            if session.status is SessionStatus.TERMINATING:
+                for kernel_id, node_id in session.placements.items():
+                    node = space.node(node_id)
+                    if node is not None:
+                        node.request_stop(kernel_id, cmd.reason, ctx.now())
+                        nodes.append(node)
+            space.unit(cmd.cause(), session, *nodes)
+            return Accepted((), (), f"session {session.id} is {session.status.value}")
 
-def _kept_conflicting(cmd: CreateSession) -> TooManyConflictsError:
-    session_id = session_id_for(cmd.command_id)
-    return TooManyConflictsError(f"creating session {session_id} kept conflicting")
-
-
-def seqs_by_aggregate(space: Workspace, done: list[Committed]) -> dict[AggregateRef, list[int]]:
-    """The stored sequences of each aggregate the workspace wrote (its batches were committed
-    in order, each storing its writes' events contiguously, in order)."""
-    found: dict[AggregateRef, list[int]] = {}
-    batches = [batch for batch in space.batches if batch]
-    for batch, committed in zip(batches, done, strict=True):
-        seqs = iter(committed.seqs)
-        for ref, envelopes in batch.items():
-            found.setdefault(ref, []).extend(next(seqs) for _ in envelopes)
-    return found
+        decision, stored = await self._work(ctx).run(
+            decide, what=f"terminating session {cmd.session_id}"
+        )
+        if isinstance(decision, Accepted) and stored.batches:
+            return Accepted.of(stored.merged(), decision.message)
+        return decision

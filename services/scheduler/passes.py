@@ -21,28 +21,22 @@ from collections.abc import Callable
 from datetime import datetime
 
 from commands.node import Node
+from commands.unit_of_work import UnitOfWork
 from events.envelope import Cause
-from events.fold import Fold
-from events.store import EventStore
-from events.writes import AggregateRef, ConcurrencyConflict
+from events.writes import AggregateRef, Store
 from schemas.subjects import AggregateType
 from services.scheduler.admitting import SCHEDULER, admit_sessions, still_pending
 from services.scheduler.lifecycle import apply_fact, hold_back, stop_timed_out
 from services.scheduler.placing import place_group
 from services.scheduler.state import SchedulerState, Work
-from services.scheduler.workspace import Workspace, refresh
+from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 
-class PassFailedError(RuntimeError):
-    """A pass met a conflict on every attempt: someone else keeps writing our aggregates."""
-
-
 async def run_pass(
     state: SchedulerState,
-    fold: Fold[SchedulerState],
-    store: EventStore,
+    store: Store,
     now: Callable[[], datetime],
     *,
     max_events: int,
@@ -54,26 +48,27 @@ async def run_pass(
     """Decide and store everything ready; returns the number of events written. On a
     conflict, fold what the other writer stored and decide again. ``writing`` is held from
     deciding to stored (shared with the command handlers)."""
-    writing = writing or asyncio.Lock()
-    for _ in range(attempts):
-        async with writing:
-            work = state.take_work()
-            space = Workspace(state, max_events=max_events)
-            try:
-                decide(state, work, space, now(), may_admit, may_place)
-                if space.events == 0:
-                    return 0
-                log.debug("pass: %d events in %d batch(es)", space.events, len(space.batches))
-                await space.commit(store, fold, quiet=True)
-                return space.events
-            except ConcurrencyConflict as conflict:
-                state.give_back(work)
-                stale = list(conflict.stale)
-            except BaseException:
-                state.give_back(work)
-                raise
-        await refresh(store, state, stale)
-    raise PassFailedError(f"the decision pass conflicted {attempts} times in a row")
+    work = UnitOfWork(
+        store,
+        state,
+        lambda: Workspace(state, max_events=max_events, quiet=True),
+        attempts=attempts,
+        lock=writing,
+    )
+
+    def decide_pass(space: Workspace) -> Work:
+        taken = state.take_work()
+        try:
+            decide(state, taken, space, now(), may_admit, may_place)
+        except BaseException:
+            state.give_back(taken)
+            raise
+        if space.events:
+            log.debug("pass: %d events in %d batch(es)", space.events, len(space.batches))
+        return taken
+
+    _, stored = await work.run(decide_pass, what="the decision pass", undo=state.give_back)
+    return sum(len(c.seqs) for _, c in stored.batches)
 
 
 def decide(

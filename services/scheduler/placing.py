@@ -15,6 +15,7 @@ from datetime import datetime
 from commands.errors import DomainError
 from commands.node import Node
 from commands.session import Session
+from commands.unit_of_work import working_copy
 from schemas.resources import ResourceSlots
 from schemas.session import SessionSpec
 from schemas.tenancy import QueuePolicy
@@ -29,7 +30,7 @@ from services.scheduler.placement import (
     SessionRequest,
 )
 from services.scheduler.state import SchedulerState, TrackedSession
-from services.scheduler.workspace import Workspace, working_copy
+from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

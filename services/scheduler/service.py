@@ -60,7 +60,7 @@ class Scheduler:
         )
         self.fold = Fold(bus, self.state, subjects=[events_of(kind) for kind in FOLDED])
         self.store = EventStore(bus)
-        self.commands = SessionCommands(self.state, self.fold, self.sync)
+        self.commands = SessionCommands(self.state, self.sync)
         self.runner = CommandRunner(
             bus,
             {
@@ -166,7 +166,7 @@ class Scheduler:
                     domains, groups = await self._hold_leases()
                     may_admit, may_place = domains.__contains__, groups.__contains__
                 await run_pass(
-                    self.state, self.fold, self.store, self._clock,
+                    self.state, self.store, self._clock,
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
                     may_admit=may_admit, may_place=may_place, writing=self.commands.writing,
                 )  # fmt: skip

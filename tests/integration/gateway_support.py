@@ -1,5 +1,6 @@
-"""An in-process gateway on the real log: projections on SQLite, the admin module, the
-credential stores, uvicorn on a free port, and the superadmin ``jetyard up`` would create."""
+"""An in-process gateway on the real log: projections on SQLite, a tenancy service under its
+own durable consumer (removed afterwards), the credential stores, uvicorn on a free port, and
+the superadmin ``jetyard up`` would create."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 from cryptography.fernet import Fernet
+from nats.js.errors import NotFoundError
 
 from events.bus import Bus
 from jetyard.bootstrap import AdminCredentials, bootstrap
@@ -20,11 +22,15 @@ from jetyard.natsserver import free_port
 from jetyard.sdk import JetyardAuth
 from projections.db import create_engine
 from projections.runner import Projector
+from schemas.ids import new_id
+from schemas.subjects import COMMANDS_STREAM
 from services.gateway.app import open_services
 from services.gateway.context import Services
 from services.gateway.http import build_app
 from services.gateway.settings import GatewaySettings
 from services.gateway.sqlviews import SqlViews
+from services.tenancy.service import TenancyService
+from services.tenancy.settings import TenancySettings
 
 
 @dataclass
@@ -61,34 +67,52 @@ class Gateway:
 @contextlib.asynccontextmanager
 async def running_gateway(bus: Bus, data_dir: Path, **settings: Any) -> AsyncIterator[Gateway]:
     key = Fernet.generate_key()
-    engine = create_engine(f"sqlite+aiosqlite:///{data_dir / 'views.db'}")
-    projector = Projector(engine, bus)
-    await projector.start()
-    stop = asyncio.Event()
-    projecting = asyncio.create_task(projector.run(stop, timeout=0.2))
     config = {"command_timeout_s": 2.0, "rate_limit": 100_000, **settings}
     gateway_settings = GatewaySettings(secrets_key=key.decode(), **config)
-    services, admin_module, quotas = await open_services(bus, gateway_settings, SqlViews(engine))
-    admin = await bootstrap(bus, data_dir, key)
-    assert admin is not None
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(services), port=port, lifespan="off", log_level="warning")
-    )
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn exposes no start event)
-        await asyncio.sleep(0.02)
-    try:
-        async with httpx.AsyncClient(timeout=20) as client:
-            yield Gateway(f"http://127.0.0.1:{port}", client, services, admin)
-    finally:
-        server.should_exit = True
-        await serving
-        await admin_module.stop()
-        await quotas.stop()
-        await services.queues.close()
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await projecting
-        await projector.close()
-        await engine.dispose()
+    async with contextlib.AsyncExitStack() as stack:
+        # Each part is undone as soon as it exists, so a failed start leaves nothing behind.
+        engine = create_engine(f"sqlite+aiosqlite:///{data_dir / 'views.db'}")
+        stack.push_async_callback(engine.dispose)
+        projector = Projector(engine, bus)
+        await projector.start()
+        stack.push_async_callback(projector.close)
+        stop = asyncio.Event()
+        projecting = asyncio.create_task(projector.run(stop, timeout=0.2))
+        stack.push_async_callback(_stopped, stop, projecting)
+        durable = f"tenancy-test-{new_id()[:8]}"
+        stack.push_async_callback(_delete_consumer, bus, durable)
+        tenancy = TenancyService(bus, TenancySettings(durable=durable, poll_timeout_s=0.2))
+        stack.push_async_callback(tenancy.stop)
+        await tenancy.start()
+        services, directory, quotas = await open_services(bus, gateway_settings, SqlViews(engine))
+        stack.push_async_callback(services.queues.close)
+        stack.push_async_callback(quotas.stop)
+        stack.push_async_callback(directory.stop)
+        admin = await bootstrap(bus, data_dir, key)
+        assert admin is not None
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(build_app(services), port=port, lifespan="off", log_level="warning")
+        )
+        serving = asyncio.create_task(server.serve())
+        stack.push_async_callback(_shut, server, serving)
+        while not server.started:  # noqa: ASYNC110 (uvicorn exposes no start event)
+            await asyncio.sleep(0.02)
+        client = await stack.enter_async_context(httpx.AsyncClient(timeout=20))
+        yield Gateway(f"http://127.0.0.1:{port}", client, services, admin)
+
+
+async def _stopped(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    stop.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _shut(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    server.should_exit = True
+    await serving
+
+
+async def _delete_consumer(bus: Bus, durable: str) -> None:
+    with contextlib.suppress(NotFoundError):
+        await bus.js.delete_consumer(COMMANDS_STREAM, durable)

@@ -32,7 +32,8 @@ from schemas.tenancy import (
     project_id_for,
     user_id_for,
 )
-from services.gateway.admin import AdminModule
+from services.tenancy.service import TenancyService
+from services.tenancy.settings import TenancySettings
 
 SERVICE = Actor.service("tests")
 KEY = b"test-key"
@@ -40,7 +41,7 @@ KEY = b"test-key"
 
 @dataclass
 class Admin:
-    module: AdminModule
+    module: TenancyService
     commands: CommandBus
     store: EventStore
 
@@ -59,8 +60,8 @@ class Admin:
 async def admin(bus: Bus) -> AsyncIterator[Admin]:
     # A fresh durable each test: on the work-queue stream one consumer holds cmd.<admin>.*.
     durable = f"admin-{new_id()[:8]}"
-    module = AdminModule(bus, KEY, durable=durable, poll_timeout_s=0.2)
-    module.runner.fetch_timeout = 0.2
+    settings = TenancySettings(durable=durable, poll_timeout_s=0.2, command_fetch_timeout_s=0.2)
+    module = TenancyService(bus, settings)
     await module.start()
     try:
         yield Admin(module, CommandBus(bus), EventStore(bus))
@@ -262,7 +263,7 @@ async def test_images_and_a_second_module_sees_the_same_directory(admin: Admin, 
     assert admin.module.directory.image(name) is None
     await admin.ok(a.RegisterImage(name=name, **by()))
     # Another replica folds the same directory from the log.
-    other = AdminModule(bus, KEY, durable=f"admin-{new_id()[:8]}")
+    other = TenancyService(bus, TenancySettings(durable=f"admin-{new_id()[:8]}"))
     await other.fold.catch_up(timeout=0.2)
     try:
         image = other.directory.image(name)

@@ -41,7 +41,7 @@ async def folded(bus: Bus) -> tuple[SessionCommands, Fold[SchedulerState]]:
     async def sync() -> None:
         await fold.catch_up()
 
-    return SessionCommands(state, fold, sync), fold
+    return SessionCommands(state, sync), fold
 
 
 def create(image: str, owner: SessionOwner) -> CreateSession:

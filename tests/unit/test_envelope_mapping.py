@@ -27,8 +27,7 @@ from commands.tenancy import (
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot
-from events.store import History
-from events.writes import AggregateRef
+from events.writes import AggregateRef, History
 from schemas.ids import event_id_for, kernel_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec

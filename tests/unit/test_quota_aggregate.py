@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from commands.quota import Quota
+from commands.unit_of_work import working_copy
 from events.catalogue import CATALOGUE
 from events.domain.quota import (
     QuotaReleased,
@@ -19,7 +20,6 @@ from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
-from services.scheduler.workspace import working_copy
 from tests.unit.scenario import T0, at, given, then
 
 QID = "keypair-AK1"

@@ -1,5 +1,5 @@
-"""The admin module's decisions on where and from what sessions run: ``cmd.resource_group.*``
-and ``cmd.image.*``, decided on the folded ``Directory`` (see ``admin_handlers``)."""
+"""The tenancy service's decisions on where and from what sessions run: ``cmd.resource_group.*``
+and ``cmd.image.*``, decided on the folded ``Directory`` (see ``domains``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from commands.directory import Directory
 from commands.tenancy import Image, ResourceGroup
 from schemas.subjects import AggregateType
 from schemas.tenancy import GroupScheduling, ScopeKind, image_id_for
-from services.gateway.admin_handlers import (
+from services.tenancy.common import (
     Change,
     Decision,
     Who,

@@ -1,5 +1,5 @@
-"""The admin module's decisions on people: ``cmd.user.*`` and ``cmd.keypair.*``, decided on
-the folded ``Directory`` (see ``admin_handlers``). A keypair that becomes its user's default
+"""The tenancy service's decisions on people: ``cmd.user.*`` and ``cmd.keypair.*``, decided on
+the folded ``Directory`` (see ``domains``). A keypair that becomes its user's default
 is written together with ``UserDefaultKeypairSet`` on the user, in one commit."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from commands.outcome import Code, Rejected
 from commands.tenancy import Keypair, User
 from schemas.subjects import AggregateType
 from schemas.tenancy import PolicyKind, ScopeKind, user_id_for
-from services.gateway.admin_handlers import (
+from services.tenancy.common import (
     Change,
     Decision,
     Who,

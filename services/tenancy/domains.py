@@ -1,108 +1,37 @@
-"""The admin module's decisions, and what they share: one pure function per command on
-``cmd.domain.*``, ``cmd.project.*`` and ``cmd.resource_policy.*``, deciding on the folded
-``Directory`` (resource groups and images: ``admin_resources``; people: ``admin_people``).
+"""The tenancy service's decisions on organisation: ``cmd.domain.*``, ``cmd.project.*`` and
+``cmd.resource_policy.*``, one pure function per command deciding on the folded
+``Directory`` (people: ``people``; resource groups and images: ``resources``).
 
 Each checks who may act (``commands.authorisation``; ``who`` is None for a trusted service),
 then the rules that span aggregates, then lets the aggregates decide on working copies. It
-returns the changed aggregates (the module writes them as one guarded commit) or a refusal.
+returns the changed aggregates (the service writes them as one guarded commit) or a refusal.
 Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from commands import admin as a
-from commands import authorisation as auth
-from commands.aggregate import Aggregate
 from commands.directory import Directory
-from commands.messages import Command
-from commands.outcome import Code, Rejected
 from commands.tenancy import Domain, Project, ResourcePolicy
 from schemas.subjects import AggregateType
-from schemas.tenancy import PolicyKind, Role, policy_id_for, project_id_for
-
-A = TypeVar("A", bound=Aggregate)
-Who = auth.Principal | None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What a decision changed (aggregates with pending events; others are skipped)."""
-
-    aggregates: tuple[Aggregate, ...]
-    message: str
-
-
-Decision = Change | Rejected
-Decide = Callable[[Any, Directory, Who, datetime], Decision]
-
-
-def working_copy(aggregate: A | None) -> A | None:
-    """A copy to decide on: tenancy aggregates hold only immutable values, so copying the
-    library's pending list is enough to leave the folded one untouched if the write fails."""
-    if aggregate is None:
-        return None
-    clone = copy.copy(aggregate)
-    for name, value in vars(aggregate).items():
-        if isinstance(value, list | dict | set):
-            setattr(clone, name, copy.copy(value))
-    return clone
-
-
-def said(changed: bool, done: str, already: str) -> str:
-    return done if changed else already
-
-
-def forbidden(allowed: bool, who: Who, what: str) -> Rejected | None:
-    if who is None or allowed:
-        return None
-    return Rejected(Code.FORBIDDEN, f"a {who.role.value} of domain {who.domain} may not {what}")
-
-
-def missing(what: str) -> Rejected:
-    return Rejected(Code.NOT_FOUND, f"there is no {what}")
-
-
-def exists(d: Directory, kind: AggregateType, key: str, cmd: Command, what: str) -> Decision:
-    if d.created_by(kind, key) == cmd.command_id:
-        return Change((), f"{what} was created by this command already")  # a redelivery
-    return Rejected(Code.CONFLICT, f"{what} already exists")
-
-
-def usable_domain(d: Directory, name: str) -> Rejected | None:
-    domain = d.domains.get(name)
-    if domain is None:
-        return missing(f"domain {name}: create it first")
-    if not domain.active:
-        return Rejected(Code.INVALID, f"domain {name} is deactivated")
-    return None
-
-
-def policy_known(d: Directory, kind: PolicyKind, name: str) -> Rejected | None:
-    if policy_id_for(kind, name) in d.policies:
-        return None
-    return missing(f"{kind.value} resource policy {name}: create it first")
-
-
-def cluster_admin(who: Who, what: str) -> Rejected | None:
-    return forbidden(who is None or auth.can_administer_cluster(who), who, what)
-
-
-def domain_admin(who: Who, domain: str, what: str) -> Rejected | None:
-    return forbidden(who is None or auth.can_administer_domain(who, domain), who, what)
-
-
-def grants(who: Who, *roles: Role) -> Rejected | None:
-    for role in roles:
-        if who is not None and not auth.can_grant_role(who, role):
-            return forbidden(False, who, f"grant or change the role {role.value}")
-    return None
-
+from schemas.tenancy import PolicyKind, policy_id_for, project_id_for
+from services.tenancy.common import (
+    Change,
+    Decision,
+    Who,
+    cluster_admin,
+    domain_admin,
+    exists,
+    missing,
+    policy_known,
+    said,
+    usable_domain,
+    working_copy,
+)
 
 # ---- domains ------------------------------------------------------------------------------
 
