@@ -23,7 +23,7 @@ from events.writes import (
     History,
     OutcomeUnknownError,
     Write,
-    WriteRejectedError,
+    encode,
     validate_group,
 )
 
@@ -82,14 +82,7 @@ class InMemoryStore:
         self._faults.append(_Fault(stored))
 
     def _encode(self, envelope: Envelope) -> bytes:
-        data = envelope.model_dump_json().encode()
-        if len(data) > self._max_bytes:
-            raise WriteRejectedError(
-                f"event {envelope.name} for "
-                f"{envelope.aggregate_type.value}/{envelope.aggregate_id} is {len(data)} bytes; "
-                f"the limit is {self._max_bytes}"
-            )
-        return data
+        return encode(envelope, self._max_bytes)
 
     def _last(self, subject: str) -> int:
         seqs = self._by_subject.get(subject)

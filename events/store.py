@@ -33,6 +33,7 @@ from events.writes import (
     OutcomeUnknownError,
     Write,
     WriteRejectedError,
+    encode,
     validate_group,
 )
 from schemas.subjects import EVENT_ID_HEADER, EVENT_NAME_HEADER, EVENTS_STREAM, events_of
@@ -115,14 +116,7 @@ class EventStore:
         )
 
     def _encode(self, envelope: Envelope) -> bytes:
-        data = envelope.model_dump_json().encode()
-        if len(data) > self._max_bytes:
-            raise WriteRejectedError(
-                f"event {envelope.name} for "
-                f"{envelope.aggregate_type.value}/{envelope.aggregate_id} is {len(data)} bytes; "
-                f"the limit is {self._max_bytes}"
-            )
-        return data
+        return encode(envelope, self._max_bytes)
 
     @staticmethod
     def _headers(envelope: Envelope) -> dict[str, str]:

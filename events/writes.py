@@ -128,6 +128,18 @@ class WriteRejectedError(Exception):
     """The server refused a write for a reason retrying cannot fix (too large, bad stream)."""
 
 
+def encode(envelope: Envelope, max_bytes: int) -> bytes:
+    """The envelope as stored, refused before sending when it is over the size limit."""
+    data = envelope.model_dump_json().encode()
+    if len(data) > max_bytes:
+        raise WriteRejectedError(
+            f"event {envelope.name} for "
+            f"{envelope.aggregate_type.value}/{envelope.aggregate_id} is {len(data)} bytes; "
+            f"the limit is {max_bytes}"
+        )
+    return data
+
+
 def validate_group(writes: list[Write]) -> None:
     if not writes:
         raise ValueError("a group commit needs at least one write")

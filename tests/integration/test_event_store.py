@@ -1,4 +1,5 @@
-"""The event store on a real nats-server: guards, group commits, lost answers, reads."""
+"""The JetStream event store beyond the shared contract (``tests/contract``): racing writers,
+concurrent group commits, lost answers, paged reads, a log that cannot be edited."""
 
 from __future__ import annotations
 
@@ -16,21 +17,9 @@ from events.writes import (
     Committed,
     ConcurrencyConflict,
     Write,
-    WriteRejectedError,
 )
 from schemas.subjects import EVENTS_STREAM
 from tests.support import envelope, ref
-
-
-async def test_create_is_once_forever(bus: Bus) -> None:
-    store = EventStore(bus)
-    a = ref()
-    first = await store.append(Write.create(a, envelope(a, 1)))
-    with pytest.raises(ConcurrencyConflict) as conflict:
-        await store.append(Write.create(a, envelope(a, 1)))
-    assert conflict.value.stale == {a: first.seqs[0]}
-    history = await store.read(a)
-    assert [e.envelope.aggregate_version for e in history.events] == [1]
 
 
 async def test_two_writers_racing_exactly_one_wins_and_the_loser_decides_again(bus: Bus) -> None:
@@ -61,28 +50,6 @@ async def test_two_writers_racing_exactly_one_wins_and_the_loser_decides_again(b
     totals = [e.envelope.payload["total"] for e in history.events]
     assert totals[-1] == 10 * 101
     assert [e.envelope.aggregate_version for e in history.events] == list(range(1, 22))
-
-
-async def test_group_commit_with_a_stale_third_guard_stores_nothing(bus: Bus) -> None:
-    store = EventStore(bus)
-    a, b, c, d = ref(), ref(), ref(), ref()
-    await store.append(Write.create(c, envelope(c, 1)))
-    before = await store.stream_last_seq()
-    writes = [
-        Write.create(a, envelope(a, 1), envelope(a, 2)),
-        Write.create(b, envelope(b, 1)),
-        Write.create(c, envelope(c, 2)),  # stale: c exists already
-        Write.create(d, envelope(d, 1)),
-    ]
-    with pytest.raises(ConcurrencyConflict) as conflict:
-        await store.commit(writes)
-    assert set(conflict.value.stale) == {c}
-    for aggregate in (a, b, d):
-        assert (await store.read(aggregate)).events == []
-    assert (await store.last_seqs([a, b, c, d]))[c] == conflict.value.stale[c]
-    # Other writers may have appended meanwhile, but nothing of this batch is in the log.
-    tail = await store.reader.read_subject("ev.>", from_seq=before + 1)
-    assert not {m.subject for m in tail} & {a.subject, b.subject, d.subject}
 
 
 async def test_sixty_concurrent_group_commits_report_exactly_what_was_stored(bus: Bus) -> None:
@@ -200,15 +167,6 @@ async def test_reading_more_than_one_batch_pages_through_the_subject(bus: Bus) -
     assert store.reader.requests - before == 3  # 256 + 256 + 88
     partial = await store.read(a, after_seq=history.events[549].seq)
     assert [e.envelope.aggregate_version for e in partial.events] == list(range(551, 601))
-
-
-async def test_an_event_over_the_size_limit_is_refused_before_sending(bus: Bus) -> None:
-    store = EventStore(bus)
-    a = ref()
-    huge = envelope(a, 1, payload={"blob": "x" * (bus.settings.max_event_bytes + 1)})
-    with pytest.raises(WriteRejectedError, match="bytes; the limit is"):
-        await store.append(Write.create(a, huge))
-    assert (await store.read(a)).events == []
 
 
 async def test_the_log_cannot_be_edited(bus: Bus) -> None:
