@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from commands import authorisation as auth
 from commands.aggregate import Aggregate
@@ -18,6 +18,7 @@ from commands.unit_of_work import working_copy as working_copy
 from schemas.subjects import AggregateType
 from schemas.tenancy import PolicyKind, Role, policy_id_for
 
+A = TypeVar("A", bound=Aggregate)
 Who = auth.Principal | None
 
 
@@ -35,6 +36,13 @@ Decide = Callable[[Any, Directory, Who, datetime], Decision]
 
 def said(changed: bool, done: str, already: str) -> str:
     return done if changed else already
+
+
+def acted(aggregate: A, what: str, act: Callable[[A], bool], done: str, already: str) -> Change:
+    """``act`` decides on a working copy of ``aggregate`` (the folded one stays untouched
+    until the write is stored); the message says whether anything changed."""
+    copy = working_copy(aggregate)
+    return Change((copy,), f"{what} " + said(act(copy), done, already))
 
 
 def forbidden(allowed: bool, who: Who, what: str) -> Rejected | None:

@@ -23,6 +23,7 @@ from services.tenancy.common import (
     Change,
     Decision,
     Who,
+    acted,
     cluster_admin,
     domain_admin,
     exists,
@@ -50,11 +51,10 @@ def _domain_change(
 ) -> Decision:
     if refused := cluster_admin(who, "change domains"):
         return refused
-    domain = working_copy(d.domains.get(cmd.name))
+    domain = d.domains.get(cmd.name)
     if domain is None:
         return missing(f"domain {cmd.name}")
-    changed = act(domain)
-    return Change((domain,), f"domain {cmd.name} " + said(changed, done, already))
+    return acted(domain, f"domain {cmd.name}", act, done, already)
 
 
 def modify_domain(cmd: a.ModifyDomain, d: Directory, who: Who, now: datetime) -> Decision:
@@ -99,13 +99,12 @@ def create_project(cmd: a.CreateProject, d: Directory, who: Who, now: datetime) 
 def _project_change(
     cmd: Any, d: Directory, who: Who, act: Callable[[Project], bool], done: str, already: str
 ) -> Decision:
-    project = working_copy(d.projects.get(cmd.project_id))
+    project = d.projects.get(cmd.project_id)
     if project is None:
         return missing(f"project {cmd.project_id}")
     if refused := domain_admin(who, project.domain, f"change projects of {project.domain}"):
         return refused
-    changed = act(project)
-    return Change((project,), f"project {project.name} " + said(changed, done, already))
+    return acted(project, f"project {project.name}", act, done, already)
 
 
 def modify_project(cmd: a.ModifyProject, d: Directory, who: Who, now: datetime) -> Decision:

@@ -19,6 +19,7 @@ from services.tenancy.common import (
     Change,
     Decision,
     Who,
+    acted,
     domain_admin,
     exists,
     forbidden,
@@ -73,7 +74,7 @@ def create_user(cmd: a.CreateUser, d: Directory, who: Who, now: datetime) -> Dec
 def _user_change(
     cmd: Any, d: Directory, who: Who, act: Callable[[User], bool], done: str, already: str
 ) -> Decision:
-    user = working_copy(d.users.get(cmd.user_id))
+    user = d.users.get(cmd.user_id)
     if user is None:
         return missing(f"user {cmd.user_id}")
     if refused := domain_admin(who, user.domain, f"change users of domain {user.domain}"):
@@ -81,8 +82,7 @@ def _user_change(
     # Nobody changes a person who holds more than they could grant.
     if refused := grants(who, user.role):
         return refused
-    changed = act(user)
-    return Change((user,), f"user {user.id[:8]} " + said(changed, done, already))
+    return acted(user, f"user {user.id[:8]}", act, done, already)
 
 
 def modify_user(cmd: a.ModifyUser, d: Directory, who: Who, now: datetime) -> Decision:
@@ -166,7 +166,7 @@ def _keypair_change(
     *, own: bool = False,
 ) -> Decision:  # fmt: skip
     """``own``: the keypair's user may do this themselves (revoking a leaked key)."""
-    keypair = working_copy(d.keypairs.get(cmd.access_key))
+    keypair = d.keypairs.get(cmd.access_key)
     if keypair is None:
         return missing(f"keypair {cmd.access_key}")
     if who is not None:
@@ -177,8 +177,7 @@ def _keypair_change(
         )
         if refused := forbidden(can, who, f"change keypair {cmd.access_key}"):
             return refused
-    changed = act(keypair)
-    return Change((keypair,), f"keypair {cmd.access_key} " + said(changed, done, already))
+    return acted(keypair, f"keypair {cmd.access_key}", act, done, already)
 
 
 def modify_keypair(cmd: a.ModifyKeypair, d: Directory, who: Who, now: datetime) -> Decision:

@@ -16,10 +16,10 @@ from services.tenancy.common import (
     Change,
     Decision,
     Who,
+    acted,
     cluster_admin,
     exists,
     missing,
-    said,
     working_copy,
 )
 
@@ -51,11 +51,10 @@ def _group_change(
 ) -> Decision:  # fmt: skip
     if refused := cluster_admin(who, "change resource groups"):
         return refused
-    group = working_copy(d.groups.get(cmd.name))
+    group = d.groups.get(cmd.name)
     if group is None:
         return missing(f"resource group {cmd.name}")
-    changed = act(group)
-    return Change((group,), f"resource group {cmd.name} " + said(changed, done, already))
+    return acted(group, f"resource group {cmd.name}", act, done, already)
 
 
 def modify_resource_group(
@@ -136,11 +135,10 @@ def _image_change(
 ) -> Decision:
     if refused := cluster_admin(who, "change images"):
         return refused
-    image = working_copy(d.images.get(image_id_for(cmd.name)))
+    image = d.images.get(image_id_for(cmd.name))
     if image is None:
         return missing(f"image {cmd.name}")
-    changed = act(image)
-    return Change((image,), f"image {cmd.name} " + said(changed, done, already))
+    return acted(image, f"image {cmd.name}", act, done, already)
 
 
 def modify_image(cmd: a.ModifyImage, d: Directory, who: Who, now: datetime) -> Decision:
