@@ -1,6 +1,8 @@
-"""What the gateway asks the views: sessions a page at a time (Relay keyset cursors, filters),
-one session with its status history, the nodes, and how far the views have read the log.
-Reads only the views' tables; no subjects."""
+"""The views' query types and the queries that return them: sessions a page at a time (Relay
+keyset cursors, filters), one session with its status history, the nodes, and how far the views
+have read the log. The gateway resolves GraphQL from these types directly, so each view has one
+read shape. Reads only the views' tables (``sessions``, ``session_status_history``, ``nodes``,
+``agents``, ``projection_positions``); no subjects."""
 
 from __future__ import annotations
 
@@ -31,17 +33,11 @@ class InvalidCursorError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class StatusChange:
-    seq: int
-    status: SessionStatus
-    reason: str
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class SessionView:
+    """A session as every reader sees it: its row and its status history."""
+
     record: sessions.SessionRecord
-    history: tuple[StatusChange, ...] = ()
+    history: tuple[sessions.StatusEntry, ...] = ()
     """Oldest first; filled by ``get_session`` (and by ``list_sessions`` when asked)."""
 
     @property
@@ -65,6 +61,8 @@ class SessionPage:
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
+    """A node's ledger row with what its agent reported."""
+
     id: str
     hostname: str
     resource_group: str
@@ -153,16 +151,16 @@ async def get_session(engine: AsyncEngine, session_id: str) -> SessionView | Non
     return SessionView(sessions.from_row(row), history.get(session_id, ()))
 
 
-async def _history(conn: AsyncConnection, ids: list[str]) -> dict[str, tuple[StatusChange, ...]]:
+async def _history(
+    conn: AsyncConnection, ids: list[str]
+) -> dict[str, tuple[sessions.StatusEntry, ...]]:
     if not ids:
         return {}
     h = sessions.tables().history
     query = select(h).where(h.c.session_id.in_(ids)).order_by(h.c.session_id, h.c.seq)
-    out: dict[str, list[StatusChange]] = {}
+    out: dict[str, list[sessions.StatusEntry]] = {}
     for r in await conn.execute(query):
-        out.setdefault(r.session_id, []).append(
-            StatusChange(r.seq, SessionStatus(r.status), r.reason, r.at)
-        )
+        out.setdefault(r.session_id, []).append(sessions.entry_from_row(r))
     return {k: tuple(v) for k, v in out.items()}
 
 

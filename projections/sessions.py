@@ -143,6 +143,10 @@ def tables(suffix: str = "") -> SessionTables:
 
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
+    """One row of the view, and the view's one read shape: ``apply`` folds it, the queries
+    return it (``projections.queries.SessionView``) and the gateway resolves GraphQL from it.
+    Its fields are the table's columns, one for one (``to_row``/``from_row``)."""
+
     id: str
     created_seq: int
     name: str | None
@@ -183,6 +187,8 @@ class SessionRecord:
 
 @dataclass(frozen=True, slots=True)
 class StatusEntry:
+    """One row of the status history; also what the gateway's live feed yields."""
+
     session_id: str
     seq: int
     status: SessionStatus
@@ -289,26 +295,28 @@ def _entry(row: SessionRecord, event: StoredEvent) -> StatusEntry:
 
 
 _COLUMNS = tuple(f.name for f in fields(SessionRecord))
+_LISTS = ("command", "kernel_ids", "node_ids", "depends_on")
+"""Tuples in the record, JSON lists in the table."""
 
 
 def to_row(record: SessionRecord) -> dict[str, Any]:
     row = {name: getattr(record, name) for name in _COLUMNS}
     row["status"] = record.status.value
-    row["command"] = list(record.command) if record.command is not None else None
-    row["kernel_ids"] = list(record.kernel_ids)
-    row["node_ids"] = list(record.node_ids)
-    row["depends_on"] = list(record.depends_on)
+    for name in _LISTS:
+        row[name] = None if row[name] is None else list(row[name])
     return row
 
 
 def from_row(row: Any) -> SessionRecord:
     values = {name: getattr(row, name) for name in _COLUMNS}
     values["status"] = SessionStatus(row.status)
-    values["command"] = tuple(row.command) if row.command is not None else None
-    values["kernel_ids"] = tuple(row.kernel_ids)
-    values["node_ids"] = tuple(row.node_ids)
-    values["depends_on"] = tuple(row.depends_on)
+    for name in _LISTS:
+        values[name] = None if values[name] is None else tuple(values[name])
     return SessionRecord(**values)
+
+
+def entry_from_row(row: Any) -> StatusEntry:
+    return StatusEntry(row.session_id, row.seq, SessionStatus(row.status), row.reason, row.at)
 
 
 async def apply_batch(conn: AsyncConnection, suffix: str, events: Sequence[StoredEvent]) -> None:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from events.bus import Bus
 from events.queues import QueueBoard
 from events.tail import Tail
+from projections.sessions import StatusEntry
 from schemas.session import TERMINAL_STATUSES, SessionStatus
 from schemas.subjects import event_subject
-from services.gateway.views import StatusChangeRow
 
-PENDING = SessionStatus.PENDING.value
+PENDING = SessionStatus.PENDING
 STATUS_OF = {
     "SessionRequested": SessionStatus.PENDING,
     "SessionPendingReasonChanged": SessionStatus.PENDING,
@@ -33,7 +33,7 @@ STATUS_OF = {
 
 async def session_status_changes(
     bus: Bus, session_id: str, *, poll_s: float = 1.0
-) -> AsyncGenerator[StatusChangeRow, None]:
+) -> AsyncGenerator[StatusEntry, None]:
     # A session has a handful of events, so reading its subject from the first one is cheap
     # and needs no hand-off between a view row and the stream: nothing can fall in between.
     tail = Tail(bus, subjects=[event_subject("session", session_id)], batch=64)
@@ -43,9 +43,10 @@ async def session_status_changes(
                 status = STATUS_OF.get(event.name)
                 if status is None:
                     continue
-                yield StatusChangeRow(
+                yield StatusEntry(
+                    session_id=session_id,
                     seq=event.seq,
-                    status=status.value,
+                    status=status,
                     reason=str(event.envelope.payload.get("reason", "")),
                     at=event.envelope.occurred_at,
                 )
@@ -57,7 +58,7 @@ async def session_status_changes(
 
 @dataclass(frozen=True, slots=True)
 class SessionUpdate:
-    change: StatusChangeRow
+    change: StatusEntry
     """The session's latest status change; a queue move repeats it."""
     queue: tuple[int, int] | None
     """(1-based position, queue length) while PENDING and on the board."""
@@ -76,7 +77,7 @@ async def session_updates(
     last: SessionUpdate | None = None
     try:
         while True:
-            if moved is None and last is not None and last.change.status == PENDING:
+            if moved is None and last is not None and last.change.status is PENDING:
                 moved = asyncio.create_task(board.changed(board.generation))
             waiting = {next_change} if moved is None else {next_change, moved}
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -96,7 +97,7 @@ async def session_updates(
                 if queue is not None and (last.queue is None or queue[0] != last.queue[0]):
                     last = SessionUpdate(last.change, queue)
                     yield last
-            if moved is not None and (last is None or last.change.status != PENDING):
+            if moved is not None and (last is None or last.change.status is not PENDING):
                 moved.cancel()
                 moved = None
     finally:
@@ -108,9 +109,9 @@ async def session_updates(
         await changes.aclose()
 
 
-async def _next(changes: AsyncIterator[StatusChangeRow]) -> StatusChangeRow:
+async def _next(changes: AsyncIterator[StatusEntry]) -> StatusEntry:
     return await anext(changes)
 
 
-def _queue(board: QueueBoard, session_id: str, change: StatusChangeRow) -> tuple[int, int] | None:
-    return board.position(session_id) if change.status == PENDING else None
+def _queue(board: QueueBoard, session_id: str, change: StatusEntry) -> tuple[int, int] | None:
+    return board.position(session_id) if change.status is PENDING else None

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from events.bus import Bus
@@ -17,7 +15,8 @@ from events.domain.quota import (
     QuotaSessionQueued,
 )
 from events.envelope import StoredEvent
-from events.fold import Fold, FoldedState
+from events.fold import Fold, FoldedState, Follower
+from events.store import EventStore
 from schemas.resources import ZERO, ResourceSlots
 from schemas.subjects import AggregateType, events_of
 from schemas.tenancy import ScopeKind, quota_id_for
@@ -26,6 +25,7 @@ log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_S = 1.0
 RETRY_AFTER_S = 1.0
+SYNC_TIMEOUT_S = 10.0
 
 
 class QuotaHoldings(FoldedState):
@@ -73,35 +73,35 @@ class QuotaHoldings(FoldedState):
 
 
 class QuotaUse:
-    """The holdings, kept current by a task following the log."""
+    """The holdings, kept current by a ``Follower`` of the log (which logs a failed read and
+    tries again)."""
 
-    def __init__(self, bus: Bus, *, poll_timeout_s: float = POLL_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        poll_timeout_s: float = POLL_TIMEOUT_S,
+        retry_after_s: float = RETRY_AFTER_S,
+    ) -> None:
         self.state = QuotaHoldings()
         self.fold = Fold(bus, self.state, subjects=[events_of(AggregateType.QUOTA)])
         self._poll_timeout_s = poll_timeout_s
-        self._task: asyncio.Task[None] | None = None
+        self._follower = Follower(
+            self.fold, EventStore(bus), poll_timeout_s=poll_timeout_s, retry_after_s=retry_after_s
+        )
 
     async def start(self) -> None:
         """Catch up with the log as it is now, then follow it."""
         await self.fold.catch_up(timeout=self._poll_timeout_s)
-        self._task = asyncio.create_task(self._follow(), name="gateway:quotas")
+        self._follower.start("gateway:quotas")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._follower.stop()
         await self.fold.close()
 
-    async def _follow(self) -> None:
-        while True:
-            try:
-                await self.fold.poll(self._poll_timeout_s)
-            except Exception as exc:
-                # The tail recreates its consumer itself; this is a lost connection.
-                log.warning("reading quota events failed (%r); trying again", exc)
-                await asyncio.sleep(RETRY_AFTER_S)
+    async def sync(self, timeout: float = SYNC_TIMEOUT_S) -> None:
+        """Return once every quota event stored before this call is folded."""
+        await self._follower.sync(timeout)
 
     def use(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int, int]:
         """(slots in use, sessions holding a reservation, sessions queued) on one scope."""

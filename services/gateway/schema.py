@@ -29,6 +29,8 @@ from commands.messages import TerminateSession
 from commands.outcome import Outcome
 from events.store import EventStore
 from events.writes import AggregateRef
+from projections.queries import SessionView
+from projections.sessions import SessionRecord
 from schemas.ids import check_token, session_id_for
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
@@ -50,29 +52,28 @@ from services.gateway.types import (
     SessionEdge,
     StatusChange,
 )
-from services.gateway.views import SessionRow
 
 MAX_PAGE = 500
 
 
-def _owner_of(row: SessionRow) -> SessionOwner | None:
-    if row.access_key is None or row.user_id is None or row.domain is None:
+def _owner_of(record: SessionRecord) -> SessionOwner | None:
+    if record.access_key is None or record.user_id is None or record.domain is None:
         return None
     return SessionOwner(
-        access_key=row.access_key,
-        user_id=row.user_id,
-        project_id=row.project_id or "",
-        domain=row.domain,
+        access_key=record.access_key,
+        user_id=record.user_id,
+        project_id=record.project_id or "",
+        domain=record.domain,
     )
 
 
-async def _visible_session(info: Info[Context, Any], session_id: str) -> SessionRow | None:
+async def _visible_session(info: Info[Context, Any], session_id: str) -> SessionView | None:
     """The session if the caller may read it; another tenant's looks like no session."""
     principal = who(info)
-    row = await ctx_of(info).views.session(session_id)
-    if row is None or not can_read_session(principal, _owner_of(row)):
+    view = await ctx_of(info).views.session(session_id)
+    if view is None or not can_read_session(principal, _owner_of(view.record)):
         return None
-    return row
+    return view
 
 
 @strawberry.input
@@ -170,27 +171,24 @@ class SessionQuery:
         page = await ctx_of(info).views.sessions(
             first=first, after=after, status=status, domain=domain, user_id=user_id
         )
-        edges = [
-            SessionEdge(cursor=c, node=Session.of(r))
-            for r, c in zip(page.rows, page.cursors, strict=True)
-        ]
-        end = page.cursors[-1] if page.cursors else None
+        edges = [SessionEdge(cursor=v.cursor, node=Session.of(v)) for v in page.rows]
         return SessionConnection(
-            edges=edges, page_info=PageInfo(has_next_page=page.has_next, end_cursor=end)
+            edges=edges,
+            page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
         )
 
     @strawberry.field
     async def session(self, info: Info[Context, Any], id: strawberry.ID) -> Session | None:
-        row = await _visible_session(info, str(id))
-        return None if row is None else Session.of(row)
+        view = await _visible_session(info, str(id))
+        return None if view is None else Session.of(view)
 
     @strawberry.field(description="A session's kernel output (stdout and stderr, interleaved).")
     async def session_logs(self, info: Info[Context, Any], id: strawberry.ID) -> str | None:
         ctx = ctx_of(info)
-        row = await _visible_session(info, str(id))
-        if row is None or not can_act_on_session(who(info), _owner_of(row)):
+        view = await _visible_session(info, str(id))
+        if view is None or not can_act_on_session(who(info), _owner_of(view.record)):
             return None
-        parts = [await read_logs(ctx.bus, kernel_id) for kernel_id in row.kernel_ids]
+        parts = [await read_logs(ctx.bus, kernel_id) for kernel_id in view.record.kernel_ids]
         found = [p for p in parts if p is not None]
         return "".join(found) if found else None
 
@@ -199,7 +197,7 @@ class SessionQuery:
         principal = who(info)
         if principal.role is Role.USER:
             raise forbidden(info, "only administrators and monitors may list nodes")
-        return [Node.of(row) for row in await ctx_of(info).views.nodes()]
+        return [Node.of(view) for view in await ctx_of(info).views.nodes()]
 
     @strawberry.field(description="The outcome of a command sent earlier, if decided.")
     async def command_outcome(
@@ -281,13 +279,13 @@ class SessionMutation:
     ) -> CommandOutcome:
         ctx = ctx_of(info)
         principal = who(info)
-        row = await _visible_session(info, check_token(str(id), "session id"))
-        if row is None or not can_act_on_session(principal, _owner_of(row)):
+        view = await _visible_session(info, check_token(str(id), "session id"))
+        if view is None or not can_act_on_session(principal, _owner_of(view.record)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         try:
             command = TerminateSession(
                 actor=principal.actor,
-                tenant=principal.tenant(row.project_id),
+                tenant=principal.tenant(view.record.project_id),
                 session_id=str(id),
                 reason=reason,
             )

@@ -1,4 +1,7 @@
-"""GraphQL object types: sessions with their history and logs, nodes, command outcomes."""
+"""GraphQL object types: sessions with their history and logs, nodes, command outcomes.
+
+Sessions and nodes are built from the projections' query types (``projections.queries``) by
+their ``of`` classmethods: the only place a view's fields meet their GraphQL names."""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ from typing import Any
 import strawberry
 from strawberry.types import Info
 
+from projections.queries import NodeView, SessionView
+from projections.sessions import StatusEntry
 from services.gateway.context import Context
-from services.gateway.views import NodeRow, SessionRow, StatusChangeRow
 
 
 @strawberry.enum
@@ -47,10 +51,10 @@ class StatusChange:
     )
 
     @classmethod
-    def of(cls, row: StatusChangeRow, queue: tuple[int, int] | None = None) -> StatusChange:
+    def of(cls, entry: StatusEntry, queue: tuple[int, int] | None = None) -> StatusChange:
         position, length = queue if queue is not None else (None, None)
         return cls(
-            status=row.status, reason=row.reason, at=row.at, seq=row.seq,
+            status=entry.status.value, reason=entry.reason, at=entry.at, seq=entry.seq,
             queue_position=position, queue_length=length,
         )  # fmt: skip
 
@@ -130,29 +134,30 @@ class Session:
     )
 
     @classmethod
-    def of(cls, row: SessionRow) -> Session:
+    def of(cls, view: SessionView) -> Session:
+        r = view.record
         return cls(
-            id=strawberry.ID(row.id),
-            name=row.name,
-            status=row.status,
-            status_reason=row.reason,
-            type=row.type,
-            image=row.image,
-            resources=_resources(row.cpu_milli, row.memory_bytes, row.gpu_hundredths),
-            command=row.command,
-            node_ids=row.node_ids,
-            kernel_ids=row.kernel_ids,
-            exit_code=row.exit_code,
-            result=row.result,
-            depends_on=list(row.depends_on),
-            starts_at=row.starts_at,
-            timeout_seconds=row.timeout_s,
-            cluster_mode=row.cluster_mode,
-            cluster_size=len(row.kernel_ids),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            history=[StatusChange.of(h) for h in row.history],
-            seq=row.seq,
+            id=strawberry.ID(r.id),
+            name=r.name,
+            status=r.status.value,
+            status_reason=r.status_reason,
+            type=r.type,
+            image=r.image,
+            resources=_resources(r.cpu_milli, r.memory_bytes, r.gpu_hundredths),
+            command=None if r.command is None else list(r.command),
+            node_ids=list(r.node_ids),
+            kernel_ids=list(r.kernel_ids),
+            exit_code=r.exit_code,
+            result=r.result,
+            depends_on=list(r.depends_on),
+            starts_at=r.starts_at,
+            timeout_seconds=r.timeout_s,
+            cluster_mode=r.cluster_mode,
+            cluster_size=len(r.kernel_ids),
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            history=[StatusChange.of(h) for h in view.history],
+            seq=r.last_seq,
         )
 
 
@@ -186,14 +191,15 @@ class Node:
     lost: bool
 
     @classmethod
-    def of(cls, row: NodeRow) -> Node:
+    def of(cls, view: NodeView) -> Node:
+        capacity, used = view.capacity, view.used
         return cls(
-            id=strawberry.ID(row.id),
-            hostname=row.hostname,
-            resource_group=row.resource_group,
-            capacity=_resources(row.cpu_milli, row.memory_bytes, row.gpu_hundredths),
-            used=_resources(row.used_cpu_milli, row.used_memory_bytes, row.used_gpu_hundredths),
-            allocations=row.allocations,
-            cordoned=row.cordoned,
-            lost=row.lost,
+            id=strawberry.ID(view.id),
+            hostname=view.hostname,
+            resource_group=view.resource_group,
+            capacity=_resources(capacity.cpu_milli, capacity.memory_bytes, capacity.gpu_hundredths),
+            used=_resources(used.cpu_milli, used.memory_bytes, used.gpu_hundredths),
+            allocations=view.allocations,
+            cordoned=view.cordoned,
+            lost=view.lost,
         )

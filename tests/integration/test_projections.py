@@ -452,23 +452,24 @@ async def test_sessions_page_by_owner_domain_and_user_and_legacy_ones_match_neit
         None, None, True,
     )  # fmt: skip
 
-    # The gateway's read side: the same filters, the owner on every row, and cursors that
-    # carry on under them.
+    # The gateway's read side answers the same query type: the same filters, the owner on
+    # every row, the history with it, and cursors that carry on under them.
     views = SqlViews(engine)
     page = await views.sessions(first=2, after=None, status="PENDING", user_id=alice.user_id)
-    assert [r.id for r in page.rows] == ids(alice)[:2] and page.has_next
+    assert [r.record.id for r in page.rows] == ids(alice)[:2] and page.has_next
     rest = await views.sessions(
         first=2, after=page.cursors[-1], status="PENDING", user_id=alice.user_id
     )
-    assert [r.id for r in rest.rows] == ids(alice)[2:] and not rest.has_next
-    row = page.rows[0]
+    assert [r.record.id for r in rest.rows] == ids(alice)[2:] and not rest.has_next
+    row = page.rows[0].record
     assert (row.access_key, row.user_id, row.project_id, row.domain) == (
         alice.access_key, alice.user_id, "p1", cluster.domain,
     )  # fmt: skip
-    assert (row.priority, row.admitted, page.rows[1].admitted) == (10, True, False)
+    assert (row.priority, row.admitted, page.rows[1].record.admitted) == (10, True, False)
+    assert [h.status for h in page.rows[0].history] == [SessionStatus.PENDING] * 2
     by_domain = await views.sessions(first=10, after=None, status=None, domain=cluster.domain)
-    assert [r.id for r in by_domain.rows] == ids(alice, bob)
-    assert {r.user_id for r in by_domain.rows} == {alice.user_id, bob.user_id}
+    assert [r.record.id for r in by_domain.rows] == ids(alice, bob)
+    assert {r.record.user_id for r in by_domain.rows} == {alice.user_id, bob.user_id}
 
 
 async def test_the_service_rebuilds_a_view_of_another_version_then_follows(
