@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 import uvicorn
 
@@ -45,52 +46,67 @@ def secrets_key_of(settings: GatewaySettings) -> bytes:
     return settings.secrets_key.encode()
 
 
+@contextlib.asynccontextmanager
 async def open_services(
     bus: Bus, settings: GatewaySettings, views: Views
-) -> tuple[Services, DirectoryFeed, QuotaUse]:
-    """Everything a request needs, started. The caller stops the directory feed, the quota
-    use and ``services.queues``."""
+) -> AsyncIterator[Services]:
+    """Everything a request needs, started, and stopped on leaving (the views stay the
+    caller's). Each part is stopped as soon as it exists, so a start that fails half-way
+    leaves nothing running."""
     key = secrets_key_of(settings)
-    queues = QueueBoard.on(bus)
-    await queues.start_watching()
-    directory = DirectoryFeed(bus)
-    await directory.start()
-    quotas = QuotaUse(bus)
-    await quotas.start()
-    vault = SecretVault(bus, key)
-    passwords = PasswordStore(bus)
-    authenticator = Authenticator(
-        vault,
-        NonceStore(bus),
-        LoginStore(bus, bus.settings.login_ttl_s),
-        passwords,
-        directory.directory,
-        bus.settings.signature_window_s,
-    )
-    services = Services(
-        views=views,
-        commands=CommandBus(bus),
-        bus=bus,
-        settings=settings,
-        directory=directory.directory,
-        vault=vault,
-        people=PeopleVault(bus, key),
-        passwords=passwords,
-        authenticator=authenticator,
-        access=AccessLog(bus),
-        quotas=quotas,
-        email_key=email_key_of(key),
-        queues=queues,
-    )
-    return services, directory, quotas
+    async with contextlib.AsyncExitStack() as stack:
+        queues = QueueBoard.on(bus)
+        stack.push_async_callback(queues.close)
+        await queues.start_watching()
+        directory = DirectoryFeed(bus)
+        stack.push_async_callback(directory.stop)
+        await directory.start()
+        quotas = QuotaUse(bus)
+        stack.push_async_callback(quotas.stop)
+        await quotas.start()
+        vault = SecretVault(bus, key)
+        passwords = PasswordStore(bus)
+        authenticator = Authenticator(
+            vault,
+            NonceStore(bus),
+            LoginStore(bus, bus.settings.login_ttl_s),
+            passwords,
+            directory.directory,
+            bus.settings.signature_window_s,
+        )
+        yield Services(
+            views=views,
+            commands=CommandBus(bus),
+            bus=bus,
+            settings=settings,
+            directory=directory.directory,
+            vault=vault,
+            people=PeopleVault(bus, key),
+            passwords=passwords,
+            authenticator=authenticator,
+            access=AccessLog(bus),
+            quotas=quotas,
+            email_key=email_key_of(key),
+            queues=queues,
+        )
 
 
 async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
     secrets_key_of(settings)  # fail before connecting to anything
     bus = await connect(nats, name="gateway")
-    await ensure_streams(bus)
-    views = await SqlViews.open(ProjectionSettings(), bus)
-    services, directory, quotas = await open_services(bus, settings, views)
+    try:
+        await ensure_streams(bus)
+        views = await SqlViews.open(ProjectionSettings(), bus)
+        try:
+            async with open_services(bus, settings, views) as services:
+                await _serve(services, settings, stop)
+        finally:
+            await views.close()
+    finally:
+        await bus.close()
+
+
+async def _serve(services: Services, settings: GatewaySettings, stop: asyncio.Event) -> None:
     server = uvicorn.Server(
         uvicorn.Config(
             build_app(services),
@@ -110,8 +126,3 @@ async def run(settings: GatewaySettings, nats: NatsSettings, stop: asyncio.Event
         stopping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
-        await directory.stop()
-        await quotas.stop()
-        await services.queues.close()
-        await views.close()
-        await bus.close()

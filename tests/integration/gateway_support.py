@@ -84,10 +84,9 @@ async def running_gateway(bus: Bus, data_dir: Path, **settings: Any) -> AsyncIte
         tenancy = TenancyService(bus, TenancySettings(durable=durable, poll_timeout_s=0.2))
         stack.push_async_callback(tenancy.stop)
         await tenancy.start()
-        services, directory, quotas = await open_services(bus, gateway_settings, SqlViews(engine))
-        stack.push_async_callback(services.queues.close)
-        stack.push_async_callback(quotas.stop)
-        stack.push_async_callback(directory.stop)
+        services = await stack.enter_async_context(
+            open_services(bus, gateway_settings, SqlViews(engine))
+        )
         admin = await bootstrap(bus, data_dir, key)
         assert admin is not None
         port = free_port()

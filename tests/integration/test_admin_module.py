@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from commands import admin as a
 from commands.bus import CommandBus
@@ -20,7 +20,7 @@ from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
-from schemas.subjects import COMMANDS_STREAM, AggregateType
+from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM, AggregateType
 from schemas.tenancy import (
     KeypairPolicyLimits,
     PolicyKind,
@@ -270,3 +270,18 @@ async def test_images_and_a_second_module_sees_the_same_directory(admin: Admin, 
         assert image is not None and not image.forgotten
     finally:
         await other.fold.close()
+
+
+async def test_a_start_that_fails_stops_what_it_started(admin: Admin, bus: Bus) -> None:
+    """A second service on the same commands cannot bind its consumer (a work queue allows
+    one per subject): its start fails, and its tail and follower are gone."""
+    before = await consumers_of(bus)
+    second = TenancyService(bus, TenancySettings(durable=f"admin-{new_id()[:8]}"))
+    with pytest.raises(BadRequestError, match="not unique"):
+        await second.start()
+    assert await consumers_of(bus) <= before, "its tail of the log was left behind"
+    assert second._follower._task is None
+
+
+async def consumers_of(bus: Bus) -> set[str]:
+    return {c.name for c in await bus.js.consumers_info(EVENTS_STREAM)}
