@@ -26,10 +26,11 @@ from events.fold import Fold
 from events.store import EventStore
 from events.writes import AggregateRef, ConcurrencyConflict
 from schemas.subjects import AggregateType
-from services.scheduler.admitting import SCHEDULER, admit_sessions, still_pending
-from services.scheduler.lifecycle import apply_fact, hold_back, stop_timed_out
-from services.scheduler.placing import place_group
 from services.scheduler.state import SchedulerState, Work
+from services.scheduler.steps.admit import admit_sessions
+from services.scheduler.steps.common import SCHEDULER, still_pending
+from services.scheduler.steps.lifecycle import apply_fact, hold_back, stop_timed_out
+from services.scheduler.steps.place import place_group
 from services.scheduler.workspace import Workspace, refresh
 
 log = logging.getLogger(__name__)
