@@ -31,8 +31,9 @@ from schemas.ids import session_id_for
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
-from services.scheduler.creating import QueueRun, pending_full, refuse
+from services.scheduler.rules.create import pending_full, refuse
 from services.scheduler.state import SchedulerState
+from services.scheduler.steps.create import QueueRun
 from services.scheduler.workspace import Workspace
 
 

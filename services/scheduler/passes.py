@@ -25,10 +25,11 @@ from commands.unit_of_work import UnitOfWork
 from events.envelope import Cause
 from events.writes import AggregateRef, Store
 from schemas.subjects import AggregateType
-from services.scheduler.admitting import SCHEDULER, admit_sessions, still_pending
-from services.scheduler.lifecycle import apply_fact, hold_back, stop_timed_out
-from services.scheduler.placing import place_group
 from services.scheduler.state import SchedulerState, Work
+from services.scheduler.steps.admit import admit_sessions
+from services.scheduler.steps.common import SCHEDULER, still_pending
+from services.scheduler.steps.lifecycle import apply_fact, hold_back, stop_timed_out
+from services.scheduler.steps.place import place_group
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from schemas.tenancy import (
     SlotLimits,
     quota_id_for,
 )
-from services.scheduler.admission import Admit, Cancel, Candidate, Wait, admit
+from services.scheduler.rules.admission import Admit, Cancel, Candidate, Wait, admit
 from tests.unit.scenario import T0
 
 GPU = ResourceSlots.of(cpu=1, gpu=1)

@@ -10,7 +10,7 @@ from commands.session import Session
 from schemas.ids import kernel_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus, SessionType
-from services.scheduler.readiness import (
+from services.scheduler.rules.readiness import (
     Blocked,
     Doomed,
     Outcome,

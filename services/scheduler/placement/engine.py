@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from schemas.resources import ResourceSlots
 from schemas.tenancy import GroupScheduling, HeadOfLine
-from services.scheduler import reasons
+from services.scheduler.placement import reasons
 from services.scheduler.placement.model import Decision, NodeOffer, Placed, SessionRequest, Waiting
 from services.scheduler.placement.pool import Pool, multi_node
 from services.scheduler.placement.queueing import Queue

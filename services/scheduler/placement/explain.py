@@ -1,5 +1,5 @@
 """Why a need fits on no node of the group now: gathers the numbers over the group's nodes and
-words them with ``services.scheduler.reasons``. Pure. Runs only when a decision fails (once
+words them with ``reasons`` (this package). Pure. Runs only when a decision fails (once
 per request shape and pass: the engine keeps the answer), so it may scan the group.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from services.scheduler import reasons
+from services.scheduler.placement import reasons
 from services.scheduler.placement.devices import FULL
 from services.scheduler.placement.nodes import Need, NodeState
 

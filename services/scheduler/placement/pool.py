@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from schemas.resources import ResourceSlots
 from schemas.session import ClusterMode
 from schemas.tenancy import GroupScheduling
-from services.scheduler import reasons
+from services.scheduler.placement import reasons
 from services.scheduler.placement.devices import FULL, Take, numa_of
 from services.scheduler.placement.explain import why
 from services.scheduler.placement.index import Index

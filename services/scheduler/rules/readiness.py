@@ -1,5 +1,7 @@
-"""Whether an admitted PENDING session may be placed yet: its dependencies and its start time.
-Pure (no I/O, no clock: ``now`` is passed in); reads and writes no subjects.
+"""Readiness rule, pure (reads and writes no subjects): may a waiting session run yet?
+
+Looks at its dependencies and its start time (no I/O, no clock: ``now`` is passed in);
+``steps.lifecycle`` acts on the verdict.
 
 A dependency succeeded when it is TERMINATED with exit code 0. Until every dependency has, the
 session is ``Blocked``; once one can no longer succeed, the session is ``Doomed`` and the

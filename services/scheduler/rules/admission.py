@@ -1,5 +1,7 @@
-"""Quota admission: which waiting sessions of one domain may have their slots reserved now.
-Pure; reads the quota aggregates and the tenancy directory handed in, writes nothing.
+"""Quota admission rule, pure (reads and writes no subjects): which sessions may reserve now.
+
+Decides which waiting sessions of one domain may have their slots reserved now, on the quota
+aggregates and the tenancy directory handed in (``steps.admit`` writes the decisions).
 
 A session is admitted when, on every scope of its owner, what the scope holds plus what this
 pass already admitted plus the session itself stays within the scope's limits. Order is
@@ -25,7 +27,7 @@ from schemas.tenancy import (
     SlotLimits,
     quota_id_for,
 )
-from services.scheduler.reasons import format_memory
+from services.scheduler.placement.reasons import format_memory
 
 Scope = tuple[ScopeKind, str]
 _FIELDS = dict(zip(SLOT_NAMES, ("cpu_milli", "memory_bytes", "gpu_hundredths"), strict=True))

@@ -1,7 +1,9 @@
-"""Placement inside a decision pass: one resource group's admitted sessions go through the
-group's placer (``services.scheduler.placement``, pure), and each decision becomes
-working-copy changes — device-level allocations on the node ledgers and the session's
-``SessionScheduled``, or a pending reason.
+"""Placement step of a decision pass; writes ``ev.node.<id>`` and ``ev.session.<id>``.
+
+One resource group's admitted sessions go through the group's placer
+(``services.scheduler.placement``, pure), and each decision becomes working-copy changes —
+device-level allocations on the node ledgers and the session's ``SessionScheduled``, or a
+pending reason.
 
 Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
 ``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
@@ -19,7 +21,6 @@ from commands.unit_of_work import working_copy
 from schemas.resources import ResourceSlots
 from schemas.session import SessionSpec
 from schemas.tenancy import QueuePolicy
-from services.scheduler.admitting import cause_of
 from services.scheduler.placement import (
     DeviceState,
     KernelPlacement,
@@ -30,6 +31,7 @@ from services.scheduler.placement import (
     SessionRequest,
 )
 from services.scheduler.state import SchedulerState, TrackedSession
+from services.scheduler.steps.common import cause_of
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
-"""Why a session waits, in a sentence a researcher can act on. Pure text; reads and writes
-nothing.
+"""Why a session waits, in a sentence a researcher can act on; pure text, no subjects.
 
 A reason names what is short and the best the group has now ("no node in group gpu-a has 4
 free GPUs (most free: 2)"), and says when waiting cannot help because no node is that large
-even when idle. The placement engine gathers the numbers; this module only words them.
+even when idle. The placement engine gathers the numbers; this module only words them
+(``rules.admission`` borrows its amount formats).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Quota admission inside a decision pass: cancel what a deactivated keypair left waiting,
-release what ended, then reserve every scope of each session that fits, in the domains this
-replica admits for. The rule itself is pure (``services.scheduler.admission``); this module
-turns its decisions into working-copy changes: one reservation (or release) event per scope
-per pass, naming every session it concerns, not one per session and scope.
+"""Admission step of a decision pass; writes ``ev.session.<id>`` and ``ev.quota.<id>``.
+
+Cancel what a deactivated keypair left waiting, release what ended, then reserve every scope
+of each session that fits, in the domains this replica admits for. The rule itself is pure
+(``rules.admission``); this step turns its decisions into working-copy changes: one
+reservation (or release) event per scope per pass, naming every session it concerns, not one
+per session and scope.
 
 Writes (through the pass's workspace) ``ev.session.<id>`` (``SessionAdmitted``,
 ``SessionPendingReasonChanged``, ``SessionCancelled``) and ``ev.quota.<id>``
@@ -18,32 +20,16 @@ from datetime import datetime, timedelta
 from commands.aggregate import Aggregate
 from commands.quota import Quota
 from events.envelope import Cause
-from schemas.principal import Actor
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.tenancy import ScopeKind, quota_id_for
-from services.scheduler.admission import Cancel, Candidate, Wait, admit, scopes_of
-from services.scheduler.state import SchedulerState, TrackedSession
+from services.scheduler.rules.admission import Cancel, Candidate, Wait, admit, scopes_of
+from services.scheduler.state import SchedulerState
+from services.scheduler.steps.common import cause_of, still_pending
 from services.scheduler.workspace import Workspace
 
-SCHEDULER = Actor.service("scheduler")
 REASON_REFRESH_S = 30.0
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
-
-
-def still_pending(space: Workspace, session_id: str) -> bool:
-    session = space.peek_session(session_id)
-    return session is not None and session.status is SessionStatus.PENDING
-
-
-def cause_of(tracked: TrackedSession) -> Cause:
-    """The envelope fields of a scheduler decision about a tracked session."""
-    return Cause(
-        causation_id=tracked.last_event_id,
-        correlation_id=tracked.correlation_id,
-        actor=SCHEDULER,
-        tenant=tracked.tenant,
-    )
 
 
 def admit_sessions(

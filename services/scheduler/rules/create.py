@@ -1,24 +1,19 @@
-"""What a create must pass before it is written: the owner's standing in the tenancy and the
-keypair's pending limits (``refuse``, ``pending_full``, pure); and one keypair's share of a run
-of creates (``QueueRun``), which takes the run's sessions into the keypair's queue with one
-event. Reads the folded directory and quota scopes handed in; writes nothing itself.
+"""Create rules, pure (reads and writes no subjects): may this session be created?
+
+What a create must pass before it is written: the owner's standing in the tenancy and the
+keypair's pending limits, on the directory and the keypair's quota scope handed in
+(``steps.create`` writes the creates that pass).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from commands.aggregate import Aggregate
 from commands.directory import Directory
 from commands.outcome import Code, Rejected
 from commands.quota import Quota
-from commands.session import Session
-from events.envelope import Cause
 from schemas.resources import ZERO, ResourceSlots
 from schemas.session import SessionSpec
 from schemas.tenancy import DefaultForUnspecified, SessionOwner
-from services.scheduler.admission import amount_text, hard_limit_exceeded
-from services.scheduler.workspace import Workspace
+from services.scheduler.rules.admission import amount_text, hard_limit_exceeded
 
 
 def refuse(directory: Directory, owner: SessionOwner, spec: SessionSpec) -> Rejected | None:
@@ -99,28 +94,3 @@ def pending_full(
         waiting_slots = f"{amount_text(slot, amount)}/{amount_text(slot, limit)}"
         return f"keypair {access_key}: {slot} {waiting_slots} would be waiting (max pending slots)"
     return None
-
-
-class QueueRun:
-    """One keypair's creates in a run, and its queue: flushed as one unit (a session is never
-    stored without its queue place)."""
-
-    def __init__(self, queue: Quota) -> None:
-        self.queue = queue
-        self.parts: list[tuple[Cause, Aggregate]] = []
-        self.sessions: dict[str, ResourceSlots] = {}
-        self.added: tuple[int, ResourceSlots] = (0, ZERO)
-        """What the run queued that its queue does not hold yet: pending limits count it."""
-
-    def add(self, cause: Cause, session: Session, slots: ResourceSlots) -> None:
-        self.parts.append((cause, session))
-        self.sessions[session.id] = slots
-        self.added = (self.added[0] + 1, self.added[1] + slots)
-
-    def flush(self, space: Workspace, now: datetime) -> None:
-        if not self.parts:
-            return
-        # The queue event names the first create of the unit as its cause.
-        self.queue.queue(self.sessions, now)
-        space.joint([*self.parts, (self.parts[0][0], self.queue)])
-        self.parts, self.sessions, self.added = [], {}, (0, ZERO)

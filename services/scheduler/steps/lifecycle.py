@@ -1,7 +1,9 @@
-"""Session lifecycle inside a decision pass: kernel facts become session transitions, the
-other kernels of an ending session are asked to stop, batch sessions past their timeout are
-stopped, and waiting sessions whose dependencies or start time hold them back are set aside
-(or cancelled when a dependency can no longer succeed).
+"""Session lifecycle step of a decision pass; writes ``ev.session.<id>`` and ``ev.node.<id>``.
+
+Kernel facts become session transitions, the other kernels of an ending session are asked to
+stop, batch sessions past their timeout are stopped, and waiting sessions whose dependencies
+or start time hold them back (``rules.readiness``, pure) are set aside (or cancelled when a
+dependency can no longer succeed).
 
 Writes (through the pass's workspace) ``ev.session.<id>`` and ``ev.node.<id>``
 (``ResourcesReleased``, ``KernelStopRequested``).
@@ -20,9 +22,10 @@ from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
-from services.scheduler.admitting import SCHEDULER, cause_of, end_waiting
-from services.scheduler.readiness import Blocked, Doomed, Outcome, Ready, readiness, timed_out
+from services.scheduler.rules.readiness import Blocked, Doomed, Outcome, Ready, readiness, timed_out
 from services.scheduler.state import Fact, SchedulerState
+from services.scheduler.steps.admit import end_waiting
+from services.scheduler.steps.common import SCHEDULER, cause_of
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,9 @@ from events.envelope import StoredEvent
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.tenancy import SessionOwner
-from services.scheduler.admission import Wait
-from services.scheduler.admitting import REASON_REFRESH_S, _note_wait
+from services.scheduler.rules.admission import Wait
 from services.scheduler.state import SchedulerState
+from services.scheduler.steps.admit import REASON_REFRESH_S, _note_wait
 from services.scheduler.workspace import Workspace
 from tests.unit.scenario import CAUSE, T0, at
 

@@ -1,0 +1,122 @@
+"""What the scheduler keeps of the log (no subjects of its own: the fold fills it, the
+questions read it): tracked sessions, node ledgers, quota scopes, agents, the directory, the
+queues and the work a decision pass must look at.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from commands.directory import Directory
+from commands.node import Node
+from commands.quota import Quota
+from commands.session import Session
+from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
+from events.envelope import Envelope
+from events.fold import FoldedState
+from schemas.devices import DeviceInfo, NumaNode
+from schemas.principal import Tenant
+from schemas.resources import ResourceSlots
+from services.scheduler.placement import Placer
+
+DEFAULT_RESOURCE_GROUP = "default"
+
+KernelFact = KernelStarted | KernelExited | KernelFailedToStart
+
+
+@dataclass
+class TrackedSession:
+    """A session with what later decisions about it carry in their envelopes."""
+
+    session: Session
+    tenant: Tenant
+    correlation_id: str
+    last_event_id: str
+    order: int = 0
+    """The stream sequence of its request: the queue's arrival order."""
+    placeable_since: float = 0.0
+    """When it was admitted (epoch seconds): how long it has waited for placement."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    hostname: str
+    capacity: ResourceSlots
+    images: frozenset[str]
+    epoch: int
+    resource_group: str
+    source: Envelope
+    """The event that said this: node ledger changes made for the agent name it as cause."""
+    devices: tuple[DeviceInfo, ...] = ()
+    numa: tuple[NumaNode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something an agent reported about a kernel, to turn into session and ledger changes."""
+
+    agent_id: str
+    event: KernelFact
+    envelope: Envelope
+
+
+@dataclass
+class Work:
+    """What a decision pass took from the state; handed back if the pass could not commit."""
+
+    agents: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+
+
+class StateModel(FoldedState):
+    """The scheduler state's fields; ``SchedulerState`` adds the fold and the questions."""
+
+    def __init__(
+        self,
+        *,
+        default_resource_group: str = DEFAULT_RESOURCE_GROUP,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        super().__init__()
+        self.default_resource_group = default_resource_group
+        self.wake = wake
+        self.quiet = False
+        """Set while a pass records its own writes: what it did needs no further pass."""
+        self.sessions: dict[str, TrackedSession] = {}
+        self.nodes: dict[str, Node] = {}
+        self.agents: dict[str, AgentInfo] = {}
+        self.waiting: dict[str, dict[str, None]] = {}
+        """Resource group -> ids of its admitted PENDING sessions, in request order (an
+        ordered set): what placement looks at."""
+        self.unadmitted: dict[str, dict[str, None]] = {}
+        """Domain -> ids of its PENDING sessions not yet admitted, in request order."""
+        self.directory = Directory()
+        self.quotas: dict[str, Quota] = {}
+        self.holdings: dict[str, set[str]] = {}
+        """Session id -> ids of the quota scopes that queue or reserve it."""
+        self.releasable: dict[str, None] = {}
+        """Ended sessions some quota scope still holds: a pass releases them."""
+        self.placers: dict[str, Placer] = {}
+        """Resource group -> its placer (what placement remembers between passes)."""
+        self.timed: dict[str, None] = {}
+        """RUNNING sessions with a timeout (batch): a pass stops those past it."""
+        self.next_wake: datetime | None = None
+        """The earliest time a pass must run again by itself (a start time, a timeout)."""
+        self.queues: dict[str, list[str]] = {}
+        """Resource group -> the sessions the last pass left waiting, in queue order."""
+        self.broken: set[str] = set()
+        """Subjects whose events this code cannot fold; never decided on (and said loudly)."""
+        self.image_holders: dict[str, set[str]] = {}
+        """Image -> the agents that report it."""
+        self.agents_to_check: dict[str, None] = {}
+        """Agents that (re)registered: a pass opens or updates their node ledgers."""
+        self.facts: deque[Fact] = deque()
+        """Kernel facts a pass has yet to turn into session and ledger changes."""
+
+    def ask_for_pass(self) -> None:
+        """Something changed that a decision pass could act on (unless it is the pass's own)."""
+        if not self.quiet:
+            self.wake()

@@ -1,0 +1,58 @@
+"""Folds ``ev.session.*`` into the scheduler state: tracked sessions, the queues waiting for
+admission (per domain) and placement (per resource group), timed sessions, and ended ones
+whose quota a pass must release.
+"""
+
+from __future__ import annotations
+
+from commands.session import Session
+from events.envelope import StoredEvent
+from schemas.session import SessionStatus
+from services.scheduler.state.model import StateModel, TrackedSession
+
+
+def evolve(state: StateModel, event: StoredEvent) -> None:
+    envelope, seq = event.envelope, event.seq
+    tracked = state.sessions.get(envelope.aggregate_id)
+    if tracked is None:
+        session = Session.rehydrate([envelope])
+        assert session is not None
+        tracked = TrackedSession(session, envelope.tenant, envelope.correlation_id, "", seq)
+        state.sessions[session.id] = tracked
+    else:
+        tracked.session.evolve([envelope])
+    tracked.last_event_id = envelope.event_id
+    session = tracked.session
+    pending = session.status is SessionStatus.PENDING
+    if pending and session.admitted and not tracked.placeable_since:
+        tracked.placeable_since = envelope.occurred_at.timestamp()
+    if session.status is SessionStatus.RUNNING and session.spec.timeout_s is not None:
+        state.timed[session.id] = None
+    else:
+        state.timed.pop(session.id, None)
+    _queue(
+        state, state.waiting, session.spec.resource_group, session.id, pending and session.admitted
+    )
+    if session.owner is not None:
+        _queue(
+            state,
+            state.unadmitted,
+            session.owner.domain,
+            session.id,
+            pending and not session.admitted,
+        )
+    if session.status.is_terminal and session.id in state.holdings:
+        state.releasable[session.id] = None
+        state.ask_for_pass()
+
+
+def _queue(
+    state: StateModel, queues: dict[str, dict[str, None]], key: str, sid: str, inside: bool
+) -> None:
+    queue = queues.setdefault(key, {})
+    if inside:
+        if sid not in queue:
+            queue[sid] = None
+            state.ask_for_pass()
+    else:
+        queue.pop(sid, None)
