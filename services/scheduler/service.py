@@ -30,8 +30,8 @@ from events.queues import QueueBoard
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.subjects import AggregateType, events_of
-from services.scheduler.handlers import SessionCommands
 from services.scheduler.passes import run_pass
+from services.scheduler.session_commands import SessionCommands
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import SchedulerState
 

@@ -24,8 +24,8 @@ from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType, events_of
 from schemas.tenancy import ScopeKind, SessionOwner, quota_id_for
-from services.scheduler.handlers import SessionCommands
 from services.scheduler.service import FOLDED
+from services.scheduler.session_commands import SessionCommands
 from services.scheduler.state import SchedulerState
 from tests.integration.scheduler_support import FakeAgent
 from tests.tenancy_support import make_tenancy
