@@ -3,10 +3,10 @@ policies, resource groups and images.
 
 Folds ``ev.domain.*``, ``ev.project.*``, ``ev.user.*``, ``ev.keypair.*``,
 ``ev.resource_policy.*``, ``ev.resource_group.*`` and ``ev.image.*`` into a ``Directory`` and
-answers every tenancy command (``cmd.<those aggregates>.*``, one durable consumer): checks who
-asks, decides with the pure function ``routes.DECIDERS`` names, and stores the decision
-through the unit of work (one guarded commit, applied from the ack, decided again after a
-conflict). Writes those event subjects and ``out.<command id>`` via the runner.
+answers every tenancy command (``cmd.<those aggregates>.*``, one durable consumer) with a
+``TenancyDecider`` (``deciding``: who asks, the pure decider, one guarded commit through the
+unit of work); a refusal a fresher directory might turn around is decided once more after
+folding to the log's end. Writes those event subjects and ``out.<command id>`` via the runner.
 """
 
 from __future__ import annotations
@@ -14,20 +14,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from commands import admin as a
 from commands.directory import TENANCY_SUBJECTS, Directory
 from commands.messages import Command
-from commands.outcome import Accepted, Code, Decision, Rejected
+from commands.outcome import Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
-from commands.tenancy import InvalidSettingsError
-from commands.unit_of_work import Changes, UnitOfWork
 from events.bus import Bus
 from events.fold import Fold, Follower
 from events.store import EventStore
-from schemas.principal import ActorKind
-from services.tenancy import common
+from services.tenancy.deciding import TenancyDecider
 from services.tenancy.routes import DECIDERS
 from services.tenancy.settings import TenancySettings
 
@@ -50,10 +46,7 @@ class TenancyService:
         self.directory = Directory()
         self.fold = Fold(bus, self.directory, subjects=TENANCY_SUBJECTS)
         self.store = EventStore(bus)
-        self.work = UnitOfWork(
-            self.store, self.directory, lambda: Changes(self.directory),
-            attempts=settings.attempts,
-        )  # fmt: skip
+        self.decider = TenancyDecider(self.store, self.directory, attempts=settings.attempts)
         handlers: dict[type[Command], Handler] = dict.fromkeys(DECIDERS, self.handle)
         self.runner = CommandRunner(
             bus, handlers, durable=settings.durable, aggregate_type=a.ADMIN_AGGREGATES,
@@ -98,34 +91,8 @@ class TenancyService:
     # ---- deciding ------------------------------------------------------------------------
 
     async def handle(self, cmd: Command, ctx: HandlerContext) -> Decision:
-        decision = await self._decide_and_store(cmd, ctx)
+        decision = await self.decider.decide(cmd, ctx.now)
         if isinstance(decision, Rejected) and decision.code in MAYBE_STALE:
             await self.sync()
-            decision = await self._decide_and_store(cmd, ctx)
+            decision = await self.decider.decide(cmd, ctx.now)
         return decision
-
-    async def _decide_and_store(self, cmd: Command, ctx: HandlerContext) -> Decision:
-        def decide(changes: Changes) -> Decision:
-            decided = self._decide(cmd, ctx.now())
-            if isinstance(decided, Rejected):
-                return decided
-            changes.unit(cmd.cause(), *decided.aggregates)
-            return Accepted((), (), decided.message)
-
-        what = f"{cmd.command_name()} {cmd.command_id}"
-        decision, stored = await self.work.run(decide, what=what)
-        if isinstance(decision, Accepted) and stored.batches:
-            return Accepted.of(stored.merged(), decision.message)
-        return decision
-
-    def _decide(self, cmd: Any, now: datetime) -> common.Decision:
-        who = None
-        if cmd.actor.kind is not ActorKind.SERVICE:
-            who = self.directory.principal(cmd.actor)
-            if who is None:
-                actor = f"{cmd.actor.kind.value} {cmd.actor.id}"
-                return Rejected(Code.FORBIDDEN, f"{actor} is unknown or deactivated")
-        try:
-            return DECIDERS[type(cmd)](cmd, self.directory, who, now)
-        except InvalidSettingsError as exc:
-            return Rejected(Code.INVALID, str(exc))
