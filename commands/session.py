@@ -248,7 +248,7 @@ class Session(SessionState, Aggregate):
         if self.status is S.PENDING:  # no kernel of an unplaced session can have a fact
             raise IllegalTransition(f"session {self.id}", self.status, target)
 
-    # ---- events (``commands.session_events``: each one and how it evolves a session) --------
+    # ---- events (``commands.session_events``) --------------------------------------------
 
     Requested = events.Requested
     Admitted = events.Admitted
