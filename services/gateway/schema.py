@@ -30,7 +30,7 @@ from commands.outcome import Outcome
 from events.store import EventStore
 from events.writes import AggregateRef
 from projections.queries import SessionView
-from projections.sessions import SessionRecord
+from projections.session_tables import SessionRecord
 from schemas.ids import check_token, session_id_for
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
