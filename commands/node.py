@@ -1,5 +1,9 @@
 """The ``node`` aggregate (``ev.node.<id>``): the scheduler's allocation ledger for one machine,
-with its cordon and lost flags. The machine's agent starts what is allocated here."""
+with its cordon and lost flags. The machine's agent starts what is allocated here.
+
+This module decides and keeps the derived tallies; the events and how each evolves the ledger
+are ``commands.node_events``'s, ``Allocation`` and the errors ``commands.node_rules``'s, the
+device-level rules ``commands.node_devices``'s."""
 
 from __future__ import annotations
 

@@ -3,7 +3,11 @@ the scheduler. Agent facts (kernel started, exited, failed) arrive as commands h
 
 A cluster session has several kernels: kernels[0] is the main one. It runs once every kernel
 has started; its result is the main kernel's exit; a sub-kernel that exits earlier is recorded
-and ends nothing; a kernel that fails to start puts the session in ERROR."""
+and ends nothing; a kernel that fails to start puts the session in ERROR.
+
+This module decides; the attributes and queries are ``commands.session_state``'s, the events and
+how each evolves a session ``commands.session_events``'s, the transition table
+``commands.session_rules``'s."""
 
 from __future__ import annotations
 
