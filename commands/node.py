@@ -1,64 +1,41 @@
 """The ``node`` aggregate (``ev.node.<id>``): the scheduler's allocation ledger for one machine,
-with its cordon and lost flags. The machine's agent starts what is allocated here."""
+with its cordon and lost flags. The machine's agent starts what is allocated here.
+
+This module decides and keeps the derived tallies; the events and how each evolves the ledger
+are ``commands.node_events``'s, ``Allocation`` and the errors ``commands.node_rules``'s, the
+device-level rules ``commands.node_devices``'s."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from commands import node_devices
+from commands import node_events as events
 from commands.aggregate import Aggregate
-from commands.errors import DomainError
 from commands.node_devices import DeviceTally, check_devices, tally_of
-from events.domain.node import (
-    KernelStopRequested,
-    NodeCapacityChanged,
-    NodeCordoned,
-    NodeLost,
-    NodeRecovered,
-    NodeRegistered,
-    NodeUncordoned,
-    ResourcesAllocated,
-    ResourcesReleased,
+from commands.node_rules import (
+    Allocation,
+    AllocationConflictError,
+    InsufficientCapacityError,
+    NodeUnavailableError,
+    UnknownNumaNodeError,
 )
 from events.snapshots import Snapshot
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 
-
-class NodeUnavailableError(DomainError):
-    """The node takes no new allocations (cordoned or lost)."""
-
-
-class InsufficientCapacityError(DomainError):
-    """An allocation does not fit in the node's free capacity."""
-
-
-class AllocationConflictError(DomainError):
-    """A kernel already holds a different allocation on this node."""
-
-
-class UnknownNumaNodeError(DomainError):
-    """The allocation names a NUMA node this node does not report."""
-
-
-class Allocation(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    session_id: str
-    slots: ResourceSlots
-    image: str = ""
-    command: tuple[str, ...] | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    devices: tuple[DeviceShare, ...] = ()
-    hostname: str = ""
-    """The container's host name ("" : the engine's default)."""
-    numa_node: int | None = None
-    """The NUMA node of its devices, when they share one: the agent pins the CPUs there."""
-    stopping: bool = False
+__all__ = [
+    "Allocation",
+    "AllocationConflictError",
+    "InsufficientCapacityError",
+    "Node",
+    "NodeUnavailableError",
+    "UnknownNumaNodeError",
+]
 
 
 class Node(Aggregate):
@@ -272,65 +249,14 @@ class Node(Aggregate):
             return False
         return self._trigger(self.Recovered, now, reason=reason)
 
-    # ---- events --------------------------------------------------------------------------
+    # ---- events (``commands.node_events``) -----------------------------------------------
 
-    class Registered(NodeRegistered, Aggregate.Created):
-        def apply(self, node: Node) -> None:
-            node.hostname = self.hostname
-            node.resource_group = self.resource_group
-            node.capacity = self.capacity
-            node.devices = self.devices
-            node.numa = self.numa
-
-    class CapacityChanged(NodeCapacityChanged, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            node.capacity = self.capacity
-            node.devices = self.devices
-            node.numa = self.numa
-
-    class Allocated(ResourcesAllocated, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            replaced = node.allocations.get(self.kernel_id)
-            if replaced is not None:  # never decided (allocations are a set), but never drift
-                node_devices.add(node._devices_held, replaced.devices, sign=-1)
-                node._count(replaced.slots, -1)
-            node.allocations[self.kernel_id] = Allocation(
-                session_id=self.session_id,
-                slots=self.slots,
-                image=self.image,
-                command=self.command,
-                env=self.env,
-                devices=self.devices,
-                hostname=self.hostname,
-                numa_node=self.numa_node,
-            )
-            node_devices.add(node._devices_held, self.devices)
-            node._count(self.slots, 1)
-
-    class StopRequested(KernelStopRequested, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            held = node.allocations[self.kernel_id]
-            node.allocations[self.kernel_id] = held.model_copy(update={"stopping": True})
-
-    class Released(ResourcesReleased, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            gone = node.allocations.pop(self.kernel_id, None)
-            if gone is not None:
-                node_devices.add(node._devices_held, gone.devices, sign=-1)
-                node._count(gone.slots, -1)
-
-    class Cordoned(NodeCordoned, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            node.cordoned = True
-
-    class Uncordoned(NodeUncordoned, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            node.cordoned = False
-
-    class Lost(NodeLost, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            node.lost = True
-
-    class Recovered(NodeRecovered, Aggregate.Event):
-        def apply(self, node: Node) -> None:
-            node.lost = False
+    Registered = events.Registered
+    CapacityChanged = events.CapacityChanged
+    Allocated = events.Allocated
+    StopRequested = events.StopRequested
+    Released = events.Released
+    Cordoned = events.Cordoned
+    Uncordoned = events.Uncordoned
+    Lost = events.Lost
+    Recovered = events.Recovered

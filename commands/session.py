@@ -3,52 +3,33 @@ the scheduler. Agent facts (kernel started, exited, failed) arrive as commands h
 
 A cluster session has several kernels: kernels[0] is the main one. It runs once every kernel
 has started; its result is the main kernel's exit; a sub-kernel that exits earlier is recorded
-and ends nothing; a kernel that fails to start puts the session in ERROR."""
+and ends nothing; a kernel that fails to start puts the session in ERROR.
+
+This module decides; the attributes and queries are ``commands.session_state``'s, the events and
+how each evolves a session ``commands.session_events``'s, the transition table
+``commands.session_rules``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
 
+from commands import session_events as events
 from commands.aggregate import Aggregate
 from commands.errors import IllegalTransition
 from commands.session_rules import (
-    PENDING_KERNEL,
     TRANSITIONS,
     InvalidPlacementError,
     KernelState,
     StatusChange,
     UnknownKernelError,
-    kernel_of,
 )
-from events.domain.session import (
-    SessionAdmitted,
-    SessionCancelled,
-    SessionCreating,
-    SessionFailed,
-    SessionKernelExited,
-    SessionKernelFailed,
-    SessionKernelStarted,
-    SessionPendingReasonChanged,
-    SessionPreparing,
-    SessionRequested,
-    SessionScheduled,
-    SessionStarted,
-    SessionTerminated,
-    SessionTerminating,
-)
+from commands.session_state import SessionState
 from schemas.ids import kernel_id_for
-from schemas.session import (
-    KernelStatus,
-    SessionResult,
-    SessionSpec,
-    SessionStatus,
-    cluster_host,
-    result_of,
-)
+from schemas.session import KernelStatus, SessionSpec, SessionStatus, cluster_host
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 
@@ -64,10 +45,11 @@ __all__ = [
 ]
 
 
-class Session(Aggregate):
+class Session(SessionState, Aggregate):
     aggregate_type = AggregateType.SESSION
 
     class State(BaseModel):
+        # Exactly the attributes ``SessionState.__init__`` sets.
         spec: SessionSpec
         kernel_ids: tuple[str, ...]
         status: SessionStatus
@@ -79,76 +61,9 @@ class Session(Aggregate):
         kernels: dict[str, KernelState] = {}
 
     def __init__(self) -> None:
-        # Filled by ``Requested.apply``; a session exists only from its first event.
-        self.spec: SessionSpec
-        self.kernel_ids: tuple[str, ...] = ()
-        self.status = SessionStatus.PENDING
-        self.placements: dict[str, str] = {}
-        self.exit_code: int | None = None
-        self.history: list[StatusChange] = []
-        self.owner: SessionOwner | None = None
-        self.admitted = False
-        """Its slots are reserved on every quota scope; only admitted sessions are placed."""
-        self.kernels: dict[str, KernelState] = {}
-        """Kernel id -> its fate, in a multi-kernel session (no entry: not started)."""
-
-    @property
-    def reason(self) -> str:
-        """Why the session is in its current status."""
-        return self.history[-1].reason
-
-    @property
-    def main_kernel(self) -> str:
-        return self.kernel_ids[0]
-
-    def kernel(self, kernel_id: str) -> KernelState:
-        """One kernel's fate. A single-kernel session's one kernel does what the session
-        does (it writes no kernel events)."""
-        if self._single:
-            return kernel_of(self.status, self.exit_code, self.reason)
-        return self.kernels.get(kernel_id, PENDING_KERNEL)
-
-    @property
-    def result(self) -> SessionResult | None:
-        """success (exit code 0), failure (another exit code, or ERROR); None while running,
-        when cancelled, or when it ended with no exit code."""
-        return result_of(self.status, self.exit_code)
-
-    @property
-    def started_at(self) -> datetime | None:
-        """When it first ran (all its kernels had started)."""
-        return next((h.at for h in self.history if h.status is S.RUNNING), None)
-
-    @property
-    def timeout_at(self) -> datetime | None:
-        """When a batch session with a timeout is stopped: its start plus ``timeout_s``."""
-        started, timeout_s = self.started_at, self.spec.timeout_s
-        if started is None or timeout_s is None:
-            return None
-        return started + timedelta(seconds=timeout_s)
-
-    def kernels_to_stop(self) -> tuple[str, ...]:
-        """Once the session is ending or over: its placed kernels that have not ended, whose
-        node ledgers must ask their agents to stop them. Empty before that."""
-        if self.status is not S.TERMINATING and not self.status.is_terminal:
-            return ()
-        return tuple(
-            k
-            for k in self.kernel_ids
-            if k in self.placements and not self.kernel(k).status.has_ended
-        )
-
-    @property
-    def _single(self) -> bool:
-        # A single-kernel session writes no kernel events: its status events say it all.
-        return len(self.kernel_ids) == 1
-
-    def _host(self, kernel_id: str) -> str:
-        return cluster_host(self.kernel_ids.index(kernel_id))
-
-    def _all_ended_with(self, kernel_id: str) -> bool:
-        """Every kernel has ended once ``kernel_id`` has."""
-        return all(self.kernel(k).status.has_ended for k in self.kernel_ids if k != kernel_id)
+        # Here, not inherited: the library makes every aggregate a dataclass, which would
+        # give one without its own ``__init__`` an empty one.
+        super().__init__()
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -337,78 +252,19 @@ class Session(Aggregate):
         if self.status is S.PENDING:  # no kernel of an unplaced session can have a fact
             raise IllegalTransition(f"session {self.id}", self.status, target)
 
-    def _enter(self, status: SessionStatus, reason: str, at: datetime) -> None:
-        self.status = status
-        self.history.append(StatusChange(status=status, reason=reason, at=at))
+    # ---- events (``commands.session_events``) --------------------------------------------
 
-    # ---- events --------------------------------------------------------------------------
-
-    class Requested(SessionRequested, Aggregate.Created):
-        def apply(self, session: Session) -> None:
-            session.spec = self.spec
-            session.kernel_ids = self.kernel_ids
-            session.owner = self.owner
-            # A session from before tenancy has no scopes to reserve on.
-            session.admitted = self.owner is None
-            session._enter(S.PENDING, self.reason, self.timestamp)
-
-    class Admitted(SessionAdmitted, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.admitted = True
-            session._enter(S.PENDING, self.reason, self.timestamp)
-
-    class PendingReasonChanged(SessionPendingReasonChanged, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.PENDING, self.reason, self.timestamp)
-
-    class Scheduled(SessionScheduled, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.placements = dict(self.placements)
-            session._enter(S.SCHEDULED, self.reason, self.timestamp)
-
-    class Preparing(SessionPreparing, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.PREPARING, self.reason, self.timestamp)
-
-    class Creating(SessionCreating, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.CREATING, self.reason, self.timestamp)
-
-    class Started(SessionStarted, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.RUNNING, self.reason, self.timestamp)
-
-    class KernelStarted(SessionKernelStarted, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.kernels[self.kernel_id] = KernelState(
-                status=KernelStatus.RUNNING, reason=self.reason
-            )
-
-    class KernelExited(SessionKernelExited, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.kernels[self.kernel_id] = KernelState(
-                status=KernelStatus.TERMINATED, exit_code=self.exit_code, reason=self.reason
-            )
-
-    class KernelFailed(SessionKernelFailed, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.kernels[self.kernel_id] = KernelState(
-                status=KernelStatus.ERROR, reason=self.reason
-            )
-
-    class Terminating(SessionTerminating, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.TERMINATING, self.reason, self.timestamp)
-
-    class Terminated(SessionTerminated, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session.exit_code = self.exit_code
-            session._enter(S.TERMINATED, self.reason, self.timestamp)
-
-    class Cancelled(SessionCancelled, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.CANCELLED, self.reason, self.timestamp)
-
-    class Failed(SessionFailed, Aggregate.Event):
-        def apply(self, session: Session) -> None:
-            session._enter(S.ERROR, self.reason, self.timestamp)
+    Requested = events.Requested
+    Admitted = events.Admitted
+    PendingReasonChanged = events.PendingReasonChanged
+    Scheduled = events.Scheduled
+    Preparing = events.Preparing
+    Creating = events.Creating
+    Started = events.Started
+    KernelStarted = events.KernelStarted
+    KernelExited = events.KernelExited
+    KernelFailed = events.KernelFailed
+    Terminating = events.Terminating
+    Terminated = events.Terminated
+    Cancelled = events.Cancelled
+    Failed = events.Failed

@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from projections import agents, nodes, sessions
+from projections import agents, nodes, session_tables
 from projections.base import positions
 from projections.db import slots_from
 from projections.views import VIEWS
@@ -36,8 +36,8 @@ class InvalidCursorError(ValueError):
 class SessionView:
     """A session as every reader sees it: its row and its status history."""
 
-    record: sessions.SessionRecord
-    history: tuple[sessions.StatusEntry, ...] = ()
+    record: session_tables.SessionRecord
+    history: tuple[session_tables.StatusEntry, ...] = ()
     """Oldest first; filled by ``get_session`` (and by ``list_sessions`` when asked)."""
 
     @property
@@ -115,7 +115,7 @@ async def list_sessions(
     sessions from before tenancy match none of them."""
     if not 1 <= first <= MAX_PAGE:
         raise ValueError(f"first must be between 1 and {MAX_PAGE}, got {first}")
-    t = sessions.tables().sessions
+    t = session_tables.tables().sessions
     query = select(t).order_by(t.c.created_seq).limit(first + 1)
     if after is not None:
         query = query.where(t.c.created_seq > decode_cursor(after))
@@ -133,7 +133,7 @@ async def list_sessions(
         if value is not None:
             query = query.where(t.c[column] == value)
     async with engine.connect() as conn:
-        records = [sessions.from_row(r) for r in await conn.execute(query)]
+        records = [session_tables.from_row(r) for r in await conn.execute(query)]
         has_next = len(records) > first
         records = records[:first]
         history = await _history(conn, [r.id for r in records]) if with_history else {}
@@ -142,25 +142,25 @@ async def list_sessions(
 
 async def get_session(engine: AsyncEngine, session_id: str) -> SessionView | None:
     """One session with its status history, read in one transaction."""
-    t = sessions.tables().sessions
+    t = session_tables.tables().sessions
     async with engine.connect() as conn, conn.begin():
         row = (await conn.execute(select(t).where(t.c.id == session_id))).first()
         if row is None:
             return None
         history = await _history(conn, [session_id])
-    return SessionView(sessions.from_row(row), history.get(session_id, ()))
+    return SessionView(session_tables.from_row(row), history.get(session_id, ()))
 
 
 async def _history(
     conn: AsyncConnection, ids: list[str]
-) -> dict[str, tuple[sessions.StatusEntry, ...]]:
+) -> dict[str, tuple[session_tables.StatusEntry, ...]]:
     if not ids:
         return {}
-    h = sessions.tables().history
+    h = session_tables.tables().history
     query = select(h).where(h.c.session_id.in_(ids)).order_by(h.c.session_id, h.c.seq)
-    out: dict[str, list[sessions.StatusEntry]] = {}
+    out: dict[str, list[session_tables.StatusEntry]] = {}
     for r in await conn.execute(query):
-        out.setdefault(r.session_id, []).append(sessions.entry_from_row(r))
+        out.setdefault(r.session_id, []).append(session_tables.entry_from_row(r))
     return {k: tuple(v) for k, v in out.items()}
 
 

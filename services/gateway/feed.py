@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from events.bus import Bus
 from events.queues import QueueBoard
 from events.tail import Tail
-from projections.sessions import StatusEntry
+from projections.session_tables import StatusEntry
 from schemas.session import TERMINAL_STATUSES, SessionStatus
 from schemas.subjects import event_subject
 

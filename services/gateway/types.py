@@ -14,7 +14,7 @@ import strawberry
 from strawberry.types import Info
 
 from projections.queries import NodeView, SessionView
-from projections.sessions import StatusEntry
+from projections.session_tables import StatusEntry
 from services.gateway.context import Context
 
 

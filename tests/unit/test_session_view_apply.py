@@ -25,9 +25,10 @@ from events.domain.session import (
 )
 from events.envelope import StoredEvent
 from events.writes import AggregateRef
-from projections import sessions
+from projections import session_tables, sessions
 from projections.db import create_engine, writing
-from projections.sessions import SessionRecord, StatusEntry, apply
+from projections.session_tables import SessionRecord, StatusEntry
+from projections.sessions import apply
 from schemas.ids import kernel_id_for
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
@@ -248,7 +249,7 @@ def test_changes_to_a_session_never_created_are_ignored() -> None:
 
 async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
     engine = create_engine("sqlite+aiosqlite://")
-    t = sessions.tables()
+    t = session_tables.tables()
     one, two, three = ref(), ref(), ref()
     batch = [
         requested(1, one),
@@ -288,7 +289,7 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
                 (three.id, 7, "PENDING"),
             ]
             assert rows[one.id].created_at.tzinfo is not None  # aware on SQLite too
-            back = sessions.from_row(rows[three.id])
+            back = session_tables.from_row(rows[three.id])
             assert (back.depends_on, back.starts_at, back.timeout_s, back.kernel_count) == (
                 ("dep-1", "dep-2"),
                 NOW + timedelta(hours=2),
@@ -306,7 +307,7 @@ async def test_batch_apply_writes_rows_and_history_once_on_sqlite() -> None:
 
 async def test_an_event_no_view_can_read_is_skipped_and_the_batch_goes_on() -> None:
     engine = create_engine("sqlite+aiosqlite://")
-    t = sessions.tables()
+    t = session_tables.tables()
     good, bad = ref(), ref()
     broken = StoredEvent(2, envelope(bad, 1, name="SessionRequested", payload={"spec": "?"}))
     try:

@@ -26,7 +26,7 @@ from services.gateway.admin_api.inputs import (
     StoragePolicyInput,
 )
 from services.gateway.admin_api.send import build, invalid, not_found, run
-from services.gateway.admin_api.types import AdminOutcome
+from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.inputs import InputError
 

@@ -22,7 +22,7 @@ from services.gateway.admin_api.send import (
     visible_keypair,
     visible_user,
 )
-from services.gateway.admin_api.types import AdminOutcome, IssuedKeypair
+from services.gateway.admin_api.tenancy_types import AdminOutcome, IssuedKeypair
 from services.gateway.auth.vault import new_access_key, new_secret_key
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.inputs import InputError

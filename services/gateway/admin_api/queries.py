@@ -27,17 +27,19 @@ from services.gateway.admin_api.access import (
     sees_user,
 )
 from services.gateway.admin_api.inputs import choice
-from services.gateway.admin_api.types import (
-    DomainInfo,
+from services.gateway.admin_api.resource_types import (
     ImageInfo,
-    KeypairInfo,
-    ProjectInfo,
     Quota,
     ResourceGroupInfo,
     ResourcePolicyInfo,
+    quota_slots,
+)
+from services.gateway.admin_api.tenancy_types import (
+    DomainInfo,
+    KeypairInfo,
+    ProjectInfo,
     UserInfo,
     Viewer,
-    quota_slots,
 )
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.inputs import InputError

@@ -17,7 +17,7 @@ from commands.outcome import Outcome
 from commands.tenancy import Keypair, Project, User
 from schemas.tenancy import Role
 from services.gateway.admin_api.access import sees_keypair, sees_project, sees_user
-from services.gateway.admin_api.types import AdminOutcome
+from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context
 from services.gateway.inputs import InputError
 from services.gateway.types import OutcomeStatus

@@ -33,7 +33,7 @@ from services.gateway.admin_api.send import (
     visible_project,
     visible_user,
 )
-from services.gateway.admin_api.types import AdminOutcome
+from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.inputs import InputError
 

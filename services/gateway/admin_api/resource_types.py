@@ -1,6 +1,6 @@
-"""GraphQL object types of the admin surface: tenancy objects as the gateway's directory holds
-them, quota use per scope, and admin command outcomes. Never a secret key; an email only
-where the resolver unsealed it for someone allowed to see it."""
+"""GraphQL object types of the admin surface's resources: limits and slots, resource policies,
+resource groups, images, and quota use per scope. Amounts are decimal strings (cores, bytes,
+devices)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import strawberry
 
-from commands.tenancy import Domain, Image, Keypair, Project, ResourceGroup, ResourcePolicy, User
+from commands.tenancy import Image, ResourceGroup, ResourcePolicy
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 from schemas.tenancy import (
     SLOT_NAMES,
@@ -18,7 +18,6 @@ from schemas.tenancy import (
     SlotLimits,
     StoragePolicyLimits,
 )
-from services.gateway.types import OutcomeStatus
 
 UNLIMITED = "unlimited"
 
@@ -62,95 +61,6 @@ class Slots:
             cpu=_cpu(slots.cpu_milli),
             memory_bytes=str(slots.memory_bytes),
             gpu=_gpu(slots.gpu_hundredths),
-        )
-
-
-@strawberry.type
-class DomainInfo:
-    name: strawberry.ID
-    description: str
-    total_resource_slots: Limits
-    active: bool
-
-    @classmethod
-    def of(cls, domain: Domain) -> DomainInfo:
-        return cls(
-            name=strawberry.ID(domain.name),
-            description=domain.description,
-            total_resource_slots=Limits.of(domain.total_resource_slots),
-            active=domain.active,
-        )
-
-
-@strawberry.type
-class ProjectInfo:
-    id: strawberry.ID
-    domain: str
-    name: str
-    description: str
-    total_resource_slots: Limits
-    policy: str
-    active: bool
-
-    @classmethod
-    def of(cls, project: Project) -> ProjectInfo:
-        return cls(
-            id=strawberry.ID(str(project.id)),
-            domain=project.domain,
-            name=project.name,
-            description=project.description,
-            total_resource_slots=Limits.of(project.total_resource_slots),
-            policy=project.policy,
-            active=project.active,
-        )
-
-
-@strawberry.type
-class UserInfo:
-    id: strawberry.ID
-    domain: str
-    role: str
-    email: str | None = strawberry.field(description="only for the person and their admins")
-    policy: str
-    projects: list[str]
-    default_access_key: str | None
-    active: bool
-
-    @classmethod
-    def of(cls, user: User, email: str | None) -> UserInfo:
-        return cls(
-            id=strawberry.ID(str(user.id)),
-            domain=user.domain,
-            role=user.role.value,
-            email=email,
-            policy=user.policy,
-            projects=sorted(user.projects),
-            default_access_key=user.default_access_key,
-            active=user.active,
-        )
-
-
-@strawberry.type(description="A keypair; its secret key is shown once, when it is created.")
-class KeypairInfo:
-    access_key: strawberry.ID
-    user_id: str
-    domain: str
-    policy: str
-    rate_limit: int | None
-    is_default: bool
-    active: bool
-
-    @classmethod
-    def of(cls, keypair: Keypair, default_access_key: str | None) -> KeypairInfo:
-        access_key = str(keypair.id)
-        return cls(
-            access_key=strawberry.ID(access_key),
-            user_id=keypair.user_id,
-            domain=keypair.domain,
-            policy=keypair.policy,
-            rate_limit=keypair.rate_limit,
-            is_default=access_key == default_access_key,
-            active=keypair.active,
         )
 
 
@@ -271,15 +181,6 @@ class ImageInfo:
         )
 
 
-@strawberry.type(description="The caller, as this request authenticated them.")
-class Viewer:
-    user_id: strawberry.ID
-    role: str
-    domain: str
-    projects: list[str]
-    access_key: str | None
-
-
 @strawberry.type
 class QuotaSlot:
     slot: str = strawberry.field(description="cpu (cores) | memory (bytes) | gpu (devices)")
@@ -314,18 +215,3 @@ def quota_slots(
             )
         )
     return found
-
-
-@strawberry.type
-class AdminOutcome:
-    command_id: strawberry.ID
-    status: OutcomeStatus
-    message: str
-    id: strawberry.ID | None = strawberry.field(description="the object the command is about")
-
-
-@strawberry.type(description="A new keypair: the secret key is shown here once and never again.")
-class IssuedKeypair:
-    outcome: AdminOutcome
-    access_key: strawberry.ID
-    secret_key: str

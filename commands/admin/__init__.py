@@ -1,0 +1,107 @@
+"""Admin commands on the tenancy aggregates (``cmd.domain.*``, ``cmd.project.*``,
+``cmd.user.*``, ``cmd.keypair.*``, ``cmd.resource_policy.*``, ``cmd.resource_group.*``,
+``cmd.image.*``), decided by the gateway's admin module. One module per family:
+``organisation`` (domains, projects), ``people`` (users, keypairs), ``resources`` (resource
+policies, resource groups, images); all are importable from here.
+
+They carry no secret and no personal data in clear: the gateway stores a keypair's secret key
+(encrypted) before sending ``CreateKeypair`` with its key id, and seals a user's email with
+that person's own key before sending ``CreateUser``.
+"""
+
+from __future__ import annotations
+
+from commands.admin.fields import (
+    Description,
+    ImageName,
+    Name,
+    Reason,
+    StarvationSeconds,
+)
+from commands.admin.organisation import (
+    CreateDomain,
+    CreateProject,
+    DeactivateDomain,
+    DeactivateProject,
+    ModifyDomain,
+    ModifyProject,
+    ReactivateDomain,
+    ReactivateProject,
+)
+from commands.admin.people import (
+    AddUserToProject,
+    CreateKeypair,
+    CreateUser,
+    DeactivateKeypair,
+    DeactivateUser,
+    ModifyKeypair,
+    ModifyUser,
+    ReactivateKeypair,
+    ReactivateUser,
+    RemoveUserFromProject,
+    SetDefaultKeypair,
+)
+from commands.admin.resources import (
+    AssociateResourceGroup,
+    CreateResourceGroup,
+    CreateResourcePolicy,
+    DeactivateResourceGroup,
+    DisassociateResourceGroup,
+    ForgetImage,
+    ModifyImage,
+    ModifyResourceGroup,
+    ModifyResourcePolicy,
+    ReactivateResourceGroup,
+    RegisterImage,
+)
+from schemas.subjects import AggregateType
+
+ADMIN_AGGREGATES = (
+    AggregateType.DOMAIN,
+    AggregateType.PROJECT,
+    AggregateType.USER,
+    AggregateType.KEYPAIR,
+    AggregateType.RESOURCE_POLICY,
+    AggregateType.RESOURCE_GROUP,
+    AggregateType.IMAGE,
+)
+"""The aggregate types whose commands the gateway's admin module runs."""
+
+__all__ = [
+    "ADMIN_AGGREGATES",
+    "AddUserToProject",
+    "AssociateResourceGroup",
+    "CreateDomain",
+    "CreateKeypair",
+    "CreateProject",
+    "CreateResourceGroup",
+    "CreateResourcePolicy",
+    "CreateUser",
+    "DeactivateDomain",
+    "DeactivateKeypair",
+    "DeactivateProject",
+    "DeactivateResourceGroup",
+    "DeactivateUser",
+    "Description",
+    "DisassociateResourceGroup",
+    "ForgetImage",
+    "ImageName",
+    "ModifyDomain",
+    "ModifyImage",
+    "ModifyKeypair",
+    "ModifyProject",
+    "ModifyResourceGroup",
+    "ModifyResourcePolicy",
+    "ModifyUser",
+    "Name",
+    "ReactivateDomain",
+    "ReactivateKeypair",
+    "ReactivateProject",
+    "ReactivateResourceGroup",
+    "ReactivateUser",
+    "Reason",
+    "RegisterImage",
+    "RemoveUserFromProject",
+    "SetDefaultKeypair",
+    "StarvationSeconds",
+]

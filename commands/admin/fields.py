@@ -1,0 +1,18 @@
+"""The constrained field types the admin commands share: names, descriptions, reasons, image
+names and starvation times. Pure; no subjects."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from schemas.tenancy import MAX_STARVATION_S, NAME_PATTERN
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+StarvationSeconds = Annotated[int, Field(ge=0, le=MAX_STARVATION_S)]
+Description = Annotated[str, Field(max_length=1024)]
+Reason = Annotated[str, Field(max_length=512)]
+ImageName = Annotated[
+    str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+]

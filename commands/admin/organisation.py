@@ -1,0 +1,72 @@
+"""Admin commands on the organisation: domains (``cmd.domain.*``) and projects
+(``cmd.project.*``)."""
+
+from __future__ import annotations
+
+from commands.admin.fields import Description, Name, Reason
+from commands.messages import Command
+from schemas.ids import Token
+from schemas.subjects import AggregateType
+from schemas.tenancy import SlotLimits
+
+D, P = AggregateType.DOMAIN, AggregateType.PROJECT
+
+# ---- domains ------------------------------------------------------------------------------
+
+
+class CreateDomain(Command):
+    aggregate_type, verb = D, "create"
+    name: Name
+    description: Description = ""
+    total_resource_slots: SlotLimits = SlotLimits()
+
+
+class ModifyDomain(Command):
+    aggregate_type, verb = D, "modify"
+    name: Name
+    description: Description
+    total_resource_slots: SlotLimits
+
+
+class DeactivateDomain(Command):
+    aggregate_type, verb = D, "deactivate"
+    name: Name
+    reason: Reason = ""
+
+
+class ReactivateDomain(Command):
+    aggregate_type, verb = D, "reactivate"
+    name: Name
+
+
+# ---- projects -----------------------------------------------------------------------------
+
+
+class CreateProject(Command):
+    """The project's id is ``project_id_for(domain, name)``."""
+
+    aggregate_type, verb = P, "create"
+    domain: Name
+    name: Name
+    description: Description = ""
+    total_resource_slots: SlotLimits = SlotLimits()
+    policy: Name = "default"
+
+
+class ModifyProject(Command):
+    aggregate_type, verb = P, "modify"
+    project_id: Token
+    description: Description
+    total_resource_slots: SlotLimits
+    policy: Name
+
+
+class DeactivateProject(Command):
+    aggregate_type, verb = P, "deactivate"
+    project_id: Token
+    reason: Reason = ""
+
+
+class ReactivateProject(Command):
+    aggregate_type, verb = P, "reactivate"
+    project_id: Token

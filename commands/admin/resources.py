@@ -1,0 +1,130 @@
+"""Admin commands on cluster resources: resource policies (``cmd.resource_policy.*``),
+resource groups (``cmd.resource_group.*``) and images (``cmd.image.*``)."""
+
+from __future__ import annotations
+
+from commands.admin.fields import Description, ImageName, Name, Reason, StarvationSeconds
+from commands.messages import Command
+from schemas.ids import Token
+from schemas.resources import ResourceSlots
+from schemas.session import SessionType
+from schemas.subjects import AggregateType
+from schemas.tenancy import (
+    AgentSelection,
+    DeviceFill,
+    HeadOfLine,
+    KeypairPolicyLimits,
+    PolicyKind,
+    QueuePolicy,
+    ScopeKind,
+    SlotLimits,
+    StoragePolicyLimits,
+)
+
+RP, RG, IM = AggregateType.RESOURCE_POLICY, AggregateType.RESOURCE_GROUP, AggregateType.IMAGE
+
+# ---- resource policies --------------------------------------------------------------------
+
+
+class CreateResourcePolicy(Command):
+    """A keypair policy sets ``keypair``; a user or project policy sets ``storage``."""
+
+    aggregate_type, verb = RP, "create"
+    kind: PolicyKind
+    name: Name
+    keypair: KeypairPolicyLimits | None = None
+    storage: StoragePolicyLimits | None = None
+
+
+class ModifyResourcePolicy(Command):
+    aggregate_type, verb = RP, "modify"
+    kind: PolicyKind
+    name: Name
+    keypair: KeypairPolicyLimits | None = None
+    storage: StoragePolicyLimits | None = None
+
+
+# ---- resource groups ----------------------------------------------------------------------
+
+
+class CreateResourceGroup(Command):
+    """Settings left out take ``GroupScheduling``'s defaults, except that a group disperses
+    unless told otherwise (as groups always have)."""
+
+    aggregate_type, verb = RG, "create"
+    name: Name
+    description: Description = ""
+    queue_policy: QueuePolicy = QueuePolicy.FIFO
+    agent_selection: AgentSelection = AgentSelection.DISPERSED
+    allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
+    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
+    starvation_after_s: StarvationSeconds = 300
+    fragmentation_guard: bool = True
+    device_fill: DeviceFill = DeviceFill.FILL
+
+
+class ModifyResourceGroup(Command):
+    """The group's settings, whole: every one is named, so none is reset by leaving it out."""
+
+    aggregate_type, verb = RG, "modify"
+    name: Name
+    description: Description
+    queue_policy: QueuePolicy
+    agent_selection: AgentSelection
+    allowed_session_types: tuple[SessionType, ...]
+    head_of_line: HeadOfLine
+    starvation_after_s: StarvationSeconds
+    fragmentation_guard: bool
+    device_fill: DeviceFill
+
+
+class AssociateResourceGroup(Command):
+    """Let a domain, project or keypair use the group (``scope`` is not ``user``)."""
+
+    aggregate_type, verb = RG, "associate"
+    name: Name
+    scope: ScopeKind
+    scope_id: Token
+
+
+class DisassociateResourceGroup(Command):
+    aggregate_type, verb = RG, "disassociate"
+    name: Name
+    scope: ScopeKind
+    scope_id: Token
+
+
+class DeactivateResourceGroup(Command):
+    aggregate_type, verb = RG, "deactivate"
+    name: Name
+    reason: Reason = ""
+
+
+class ReactivateResourceGroup(Command):
+    aggregate_type, verb = RG, "reactivate"
+    name: Name
+
+
+# ---- images -------------------------------------------------------------------------------
+
+
+class RegisterImage(Command):
+    """The image's id is ``image_id_for(name)``."""
+
+    aggregate_type, verb = IM, "register"
+    name: ImageName
+    min_resources: ResourceSlots = ResourceSlots()
+    max_resources: SlotLimits = SlotLimits()
+
+
+class ModifyImage(Command):
+    aggregate_type, verb = IM, "modify"
+    name: ImageName
+    min_resources: ResourceSlots
+    max_resources: SlotLimits
+
+
+class ForgetImage(Command):
+    aggregate_type, verb = IM, "forget"
+    name: ImageName
+    reason: Reason = ""
