@@ -1,14 +1,17 @@
-"""The ``jetyard`` command line: stream set-up, an embedded dev server, and audit replay."""
+"""The ``jetyard`` command line: stream set-up, an embedded dev server, audit replay, and the
+AsyncAPI document of the bus."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
 from pathlib import Path
 
+from commands.asyncapi import build_document, differences, render
 from events.bus import ServerUnsuitableError, connect, ensure_streams
 from events.store import EventStore
 from events.tail import Tail
@@ -82,6 +85,36 @@ def _nats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _asyncapi(args: argparse.Namespace) -> int:
+    """Print or write the AsyncAPI document, or check that a file matches the code."""
+    document = build_document()
+    if args.check:
+        path = Path(args.check)
+        try:
+            text = path.read_text()
+            checked_in = json.loads(text)
+        except (OSError, ValueError) as exc:
+            print(f"jetyard: cannot read {path}: {exc}", file=sys.stderr)
+            return 1
+        found = differences(checked_in, document)
+        if not found and text != render(document):
+            found = ["the layout differs (keys or indentation)"]
+        if found:
+            print(f"jetyard: {path} does not match the code:", file=sys.stderr)
+            for line in found:
+                print(f"  {line}", file=sys.stderr)
+            print(f"run `jetyard asyncapi --output {path}`", file=sys.stderr)
+            return 1
+        print(f"{path} matches the code")
+        return 0
+    if args.output:
+        Path(args.output).write_text(render(document))
+        print(f"wrote {args.output}")
+        return 0
+    sys.stdout.write(render(document))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog="jetyard", description="GPU cluster manager on NATS JetStream"
@@ -125,6 +158,14 @@ def parser() -> argparse.ArgumentParser:
     projections.add_argument("action", choices=["rebuild"], help="rebuild every view from the log")
     serve = sub.add_parser("serve", help="run one service against an external NATS (JETYARD_*)")
     serve.add_argument("service", choices=sorted(SERVICES))
+    asyncapi = sub.add_parser("asyncapi", help="the AsyncAPI document of every subject (JSON)")
+    where = asyncapi.add_mutually_exclusive_group()
+    where.add_argument(
+        "--output", metavar="PATH", help="write it to this file instead of printing it"
+    )
+    where.add_argument(
+        "--check", metavar="PATH", help="exit 1, naming what differs, unless this file matches"
+    )
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
     nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
     nats.add_argument("--port", type=int, default=4222)
@@ -145,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             return up(options)
         if args.command == "serve":
             return serve(args.service)
+        if args.command == "asyncapi":
+            return _asyncapi(args)
         if args.command == "nats":
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

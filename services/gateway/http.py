@@ -1,9 +1,15 @@
 """The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions) at
-``/graphql`` and ``/healthz`` (200 only when the views have caught up).
+``/graphql``, ``/healthz`` (200 only when the views have caught up) and ``/asyncapi.json`` (the
+AsyncAPI document of every command, outcome and event subject, built from the code at start).
 
 Every HTTP request is authenticated before GraphQL sees it (a keypair signature or a login
 token; none at all reaches only ``login``), rate limited per keypair or user, and recorded in
 the access log with its outcome. WebSockets authenticate in ``connection_init``.
+
+``/asyncapi.json`` follows GraphQL introspection's rule: an API description needs no
+credentials (an anonymous ``__schema`` query is answered too), but it goes through the same
+middleware, so it is rate limited (per address when anonymous), recorded, and a request that
+does carry credentials must carry good ones.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
+from commands.asyncapi import build_document
 from commands.authorisation import Principal
 from events.store import EventStore
 from services.gateway.access import AccessRecord, now
@@ -250,6 +257,9 @@ def build_app(services: Services) -> Starlette:
     store = EventStore(services.bus)
     limiter = RateLimiter()
 
+    # Built once: the document depends only on the code this process runs.
+    asyncapi = JSONResponse(build_document())
+
     async def healthz(_: Request) -> JSONResponse:
         ok, body = await health(services, store)
         return JSONResponse(body, status_code=200 if ok else 503)
@@ -259,5 +269,6 @@ def build_app(services: Services) -> Starlette:
             Route("/graphql", Authenticated(graphql, services, limiter), methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
+            Route("/asyncapi.json", Authenticated(asyncapi, services, limiter), methods=["GET"]),
         ]
     )

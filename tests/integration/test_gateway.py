@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import websockets
 
+from commands.asyncapi import build_document
 from commands.repository import load, pending_write
 from commands.session import Session
 from events.bus import Bus
@@ -220,3 +221,19 @@ async def test_bad_batch_input_is_a_clear_error_and_sends_nothing(
     )
     assert "dependency 's-1' is named more than once" in twice["errors"][0]["message"]
     assert (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq == before
+
+
+async def test_the_asyncapi_document_is_public_like_introspection(gateway: Gateway) -> None:
+    anonymous = await gateway.client.get(f"{gateway.url}/asyncapi.json")
+    introspection = await gateway.client.post(
+        f"{gateway.url}/graphql", json={"query": "{ __schema { queryType { name } } }"}
+    )
+    forged = await gateway.client.get(
+        f"{gateway.url}/asyncapi.json", headers={"Authorization": "Bearer forged"}
+    )
+
+    assert anonymous.status_code == 200
+    assert anonymous.json() == build_document()
+    assert introspection.json()["data"]["__schema"]["queryType"]["name"] == "Query"
+    assert "x-ratelimit-limit" in anonymous.headers  # limited like every request
+    assert forged.status_code == 401  # credentials, when given, must be good ones
