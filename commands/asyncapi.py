@@ -37,7 +37,7 @@ from commands.asyncapi_messages import (
 )
 from commands.messages import Command
 from commands.outcome import Outcome
-from events import bus
+from events import declarations
 from events.catalogue import CATALOGUE, Catalogue
 from events.envelope import Envelope
 from schemas.settings import NatsSettings
@@ -169,10 +169,10 @@ def _streams() -> Json:
     # The defaults, not this machine's environment: the document is the same everywhere.
     settings = NatsSettings.model_construct()
     configs = [
-        bus.events_stream_config(settings),
-        bus.commands_stream_config(settings),
-        bus.outcomes_stream_config(settings),
-        bus.parked_stream_config(settings),
+        declarations.events_stream_config(settings),
+        declarations.commands_stream_config(settings),
+        declarations.outcomes_stream_config(settings),
+        declarations.parked_stream_config(settings),
     ]
     streams: Json = {}
     for config in configs:

@@ -23,7 +23,7 @@ from commands.messages import Command, UnknownCommandError, command_id_of, expla
 from commands.outcome import Code, Decision, Outcome, Rejected
 from commands.outcome_log import OutcomeLog
 from commands.parking import Parking
-from events.store import EventStore
+from events.writes import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class HandlerContext:
     """What a handler may use: the event store and the clock (handlers never read the time
     themselves, so tests can pin it)."""
 
-    store: EventStore
+    store: Store
     clock: Callable[[], datetime] = utc_now
 
     def now(self) -> datetime:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from commands.agent import Agent
 from commands.aggregate import Aggregate
@@ -28,7 +28,6 @@ from commands.tenancy import Domain, Keypair, Project, ResourceGroup, ResourcePo
 from events.catalogue import CATALOGUE, Event
 from events.envelope import Cause
 from events.memory import InMemoryStore
-from events.store import EventStore
 from events.writes import AggregateRef, Committed, History, Store, Write
 from schemas.devices import DeviceInfo, DeviceShare
 from schemas.ids import new_id, node_id_for_host, session_id_for
@@ -47,8 +46,8 @@ from schemas.tenancy import (
     email_digest,
     project_id_for,
 )
-from services.scheduler.handlers import SessionCommands
 from services.scheduler.passes import run_pass
+from services.scheduler.session_commands import SessionCommands
 from services.scheduler.state import SchedulerState
 from tests.unit.scenario import T0
 
@@ -96,7 +95,7 @@ class World:
     def ctx(self) -> HandlerContext:
         # HandlerContext names EventStore, though handlers only hand it to a unit of work,
         # which takes any ``Store``: the in-memory one keeps the same rules.
-        return HandlerContext(cast(EventStore, self.store), self.clock)
+        return HandlerContext(self.store, self.clock)
 
     # ---- given ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from events.domain.session import (
 )
 from schemas.session import SessionStatus, SessionType
 from schemas.tenancy import ScopeKind, quota_id_for
-from services.scheduler.lifecycle import hold_back
+from services.scheduler.steps.lifecycle import hold_back
 from services.scheduler.workspace import Workspace
 from tests.unit.pass_support import World, slots
 from tests.unit.scenario import T0
