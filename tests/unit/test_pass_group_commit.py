@@ -4,8 +4,6 @@ allocations), and no batch is larger than the store takes."""
 
 from __future__ import annotations
 
-import pytest
-
 from commands.tenancy import Domain, Keypair, Project, ResourceGroup, ResourcePolicy, User
 from events.domain.session import SessionScheduled
 from events.envelope import Envelope
@@ -83,13 +81,6 @@ async def many_owners(world: World, count: int) -> list[SessionOwner]:
     return owners
 
 
-@pytest.mark.xfail(
-    raises=ValueError,
-    strict=True,
-    reason="admitting._chunks counts one event per scope, not the QuotaScopeOpened a new "
-    "scope adds: 249 first sessions of one domain make a 1,496-event unit, the store "
-    "refuses it (ValueError) and every later pass fails the same way",
-)
 async def test_admitting_many_new_scopes_never_makes_a_batch_over_the_store_limit() -> None:
     world = World()
     await world.register("cpu-1", slots(cpu=1000, mem=1000))

@@ -3,8 +3,6 @@ quota scopes, placement on devices, and kernel facts turned into session transit
 
 from __future__ import annotations
 
-import pytest
-
 from events.domain.node import (
     NodeCapacityChanged,
     NodeRegistered,
@@ -185,13 +183,6 @@ async def test_facts_decided_again_change_nothing() -> None:
     assert world.state.take_work().facts == []
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="placing._request takes waiting_since from the folded state, which is 0.0 for a "
-    "session admitted in this very pass: the placer sees it starving since 1970, reserves "
-    "a node for it at once and backfills nothing there (starvationAfterSeconds is ignored)",
-)
 async def test_a_head_admitted_in_this_pass_has_not_starved_and_lets_others_backfill() -> None:
     world = World()
     await world.tenancy()

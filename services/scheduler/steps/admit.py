@@ -127,15 +127,23 @@ def _candidate(state: SchedulerState, session_id: str) -> Candidate:
 
 
 def _chunks(state: SchedulerState, space: Workspace, session_ids: list[str]) -> list[list[str]]:
-    """Admitted sessions in runs whose events (one per session, one per scope they touch) fit
-    in a batch: a run is stored whole or not at all."""
+    """Admitted sessions in runs whose events (one per session, one per scope they touch, and
+    one more for a scope that is opened by this pass) fit in a batch: a run is stored whole or
+    not at all."""
+
+    def weight(scopes: set[tuple[ScopeKind, str]]) -> int:
+        unopened = sum(
+            1 for kind, key in scopes if space.peek_quota(quota_id_for(kind, key)) is None
+        )
+        return len(scopes) + unopened
+
     chunks: list[list[str]] = []
     scopes: set[tuple[ScopeKind, str]] = set()
     for session_id in session_ids:
         owner = state.sessions[session_id].session.owner
         assert owner is not None
         more = scopes | set(owner.scopes())
-        if chunks and len(chunks[-1]) + 1 + len(more) <= space.max_events:
+        if chunks and len(chunks[-1]) + 1 + weight(more) <= space.max_events:
             chunks[-1].append(session_id)
             scopes = more
         else:

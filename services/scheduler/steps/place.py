@@ -48,7 +48,7 @@ def place_group(
         for node in (space.peek_node(node_id) for node_id in [*state.nodes, *space.new_nodes])
         if node is not None and node.resource_group == group
     ]
-    requests = [_request(state.sessions[sid]) for sid in waiting]
+    requests = [_request(state.sessions[sid], now) for sid in waiting]
     usage = _usage(state, offers) if policy.queue_policy is QueuePolicy.DRF else None
     placer = state.placers.setdefault(group, Placer())
     decisions = placer.place(
@@ -162,7 +162,7 @@ def _offer(state: SchedulerState, node: Node) -> NodeOffer:
     )
 
 
-def _request(tracked: TrackedSession) -> SessionRequest:
+def _request(tracked: TrackedSession, now: datetime) -> SessionRequest:
     session = tracked.session
     spec = session.spec
     kernels = tuple(
@@ -176,7 +176,8 @@ def _request(tracked: TrackedSession) -> SessionRequest:
         priority=spec.priority,
         owner=session.owner.access_key if session.owner is not None else "",
         order=tracked.order,
-        waiting_since=tracked.placeable_since,
+        # Admitted in this very pass (not folded yet): it has waited for nothing so far.
+        waiting_since=tracked.placeable_since or now.timestamp(),
         cluster_mode=spec.cluster_mode,
     )
 
