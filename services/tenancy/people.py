@@ -135,15 +135,17 @@ def reactivate_user(cmd: a.ReactivateUser, d: Directory, who: Who, now: datetime
 
 
 def create_keypair(cmd: a.CreateKeypair, d: Directory, who: Who, now: datetime) -> Decision:
-    if cmd.access_key in d.keypairs:
-        what = f"keypair {cmd.access_key}"
-        return exists(d, AggregateType.KEYPAIR, cmd.access_key, cmd, what)
     user = working_copy(d.users.get(cmd.user_id))
     if user is None:
         return missing(f"user {cmd.user_id}: a keypair belongs to an existing user")
     can = who is None or auth.can_issue_keypair(who, user.domain)
     if refused := forbidden(can, who, f"issue keypairs in domain {user.domain}"):
         return refused
+    if refused := _outranked(who, user):
+        return refused
+    if cmd.access_key in d.keypairs:
+        what = f"keypair {cmd.access_key}"
+        return exists(d, AggregateType.KEYPAIR, cmd.access_key, cmd, what)
     if not user.active:
         return Rejected(Code.INVALID, f"user {user.id[:8]} is deactivated")
     if refused := policy_known(d, PolicyKind.KEYPAIR, cmd.policy):
@@ -161,6 +163,14 @@ def create_keypair(cmd: a.CreateKeypair, d: Directory, who: Who, now: datetime) 
     )
 
 
+def _outranked(who: Who, owner: User | None) -> Rejected | None:
+    """Nobody acts on the keys of a person who holds more than they could grant (a domain
+    admin on a superadmin's), except that person on their own."""
+    if who is None or owner is None or owner.id == who.user_id:
+        return None
+    return grants(who, owner.role)
+
+
 def _keypair_change(
     cmd: Any, d: Directory, who: Who, act: Callable[[Keypair], bool], done: str, already: str,
     *, own: bool = False,
@@ -176,6 +186,8 @@ def _keypair_change(
             else auth.can_issue_keypair(who, keypair.domain)
         )
         if refused := forbidden(can, who, f"change keypair {cmd.access_key}"):
+            return refused
+        if refused := _outranked(who, d.users.get(keypair.user_id)):
             return refused
     return acted(keypair, f"keypair {cmd.access_key}", act, done, already)
 
@@ -213,6 +225,8 @@ def set_default_keypair(
         return missing(f"keypair {cmd.access_key}")
     can = who is None or auth.can_deactivate_keypair(who, keypair.user_id, keypair.domain)
     if refused := forbidden(can, who, f"choose the default keypair of {keypair.user_id[:8]}"):
+        return refused
+    if refused := _outranked(who, d.users.get(keypair.user_id)):
         return refused
     if not keypair.active:
         return Rejected(Code.INVALID, f"keypair {cmd.access_key} is deactivated")

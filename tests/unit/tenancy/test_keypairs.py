@@ -164,3 +164,26 @@ async def test_an_owner_chooses_their_default_keypair_among_active_ones(org: Org
         )
     by_admin = a.SetDefaultKeypair(access_key="AKalice", **by(org.admin1.actor))
     assert (await w.when(by_admin)).accepted(UserDefaultKeypairSet(access_key="AKalice"))
+
+
+async def test_a_domain_admin_cannot_issue_change_or_revoke_a_superadmins_keys(org: Org) -> None:
+    """root is a superadmin of d1: admin1 administers d1 but cannot grant root's role, so
+    cannot hand out, change, revoke or re-point root's keys either. root still can."""
+    w = org.world
+    said = "a admin of domain d1 may not grant or change the role superadmin"
+    admin = org.admin1.actor
+    for cmd in (
+        new_keypair("AKroot2", "root", actor=admin),
+        a.ModifyKeypair(access_key="AKroot", policy="default", rate_limit=1, **by(admin)),
+        a.DeactivateKeypair(access_key="AKroot", reason="x", **by(admin)),
+        a.ReactivateKeypair(access_key="AKroot", **by(admin)),
+        a.SetDefaultKeypair(access_key="AKroot", **by(admin)),
+    ):
+        (await w.when(cmd)).rejected(Code.FORBIDDEN, said)
+    assert "AKroot2" not in w.directory.keypairs
+    (await w.when(new_keypair("AKroot2", "root", actor=org.root.actor))).accepted(
+        KeypairCreated(user_id=org.root.user_id, domain="d1", secret_key_id="secret-AKroot2")
+    )
+    (await w.when(a.DeactivateKeypair(access_key="AKroot2", reason="leaked", **by(
+        org.root.actor
+    )))).accepted(KeypairDeactivated(reason="leaked"))  # fmt: skip
