@@ -1,4 +1,5 @@
-"""The decision pass: everything ready is decided in memory and stored in one group commit.
+"""The decision pass: the order of its steps (``decide``), and the unit of work that stores
+what they decided in one group commit (``run_pass``).
 
 Reads the folded state (agents, kernel facts, quota scopes, the directory, waiting sessions).
 Writes ``ev.node.<id>`` (``NodeRegistered``, ``NodeCapacityChanged``, ``ResourcesAllocated``,
@@ -20,16 +21,14 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from commands.node import Node
 from commands.unit_of_work import UnitOfWork
-from events.envelope import Cause
-from events.writes import AggregateRef, Store
-from schemas.subjects import AggregateType
+from events.writes import Store
 from services.scheduler.state import SchedulerState, Work
 from services.scheduler.steps.admit import admit_sessions
-from services.scheduler.steps.common import SCHEDULER, still_pending
+from services.scheduler.steps.common import still_pending
 from services.scheduler.steps.lifecycle import apply_fact, hold_back, stop_timed_out
 from services.scheduler.steps.place import place_group
+from services.scheduler.steps.register import register_node
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -98,29 +97,3 @@ def decide(
         # A session this pass ended (deactivated keypair, doomed) or held back is not placed.
         queue = [sid for sid in queue if sid not in held and still_pending(space, sid)]
         state.queues[group] = place_group(state, group, queue, space, now) if queue else []
-
-
-def register_node(state: SchedulerState, agent_id: str, space: Workspace, now: datetime) -> None:
-    """An agent's first registration opens its node ledger (same id); a later one with other
-    hardware changes the ledger's capacity."""
-    agent = state.agents.get(agent_id)
-    if agent is None or state.is_broken(AggregateRef(AggregateType.NODE, agent_id)):
-        return
-    source = agent.source
-    cause = Cause(
-        causation_id=source.event_id,
-        correlation_id=source.correlation_id,
-        actor=SCHEDULER,
-        tenant=source.tenant,
-    )
-    node = space.node(agent_id)
-    if node is None:
-        node = space.add(
-            Node.register(
-                agent_id, agent.hostname, agent.resource_group, agent.capacity, now,
-                devices=agent.devices, numa=agent.numa,
-            )
-        )  # fmt: skip
-    else:
-        node.change_capacity(agent.capacity, now, devices=agent.devices, numa=agent.numa)
-    space.unit(cause, node)
