@@ -204,3 +204,19 @@ async def test_a_user_is_deactivated_only_by_an_admin_who_could_grant_their_role
     (await w.when(a.ReactivateUser(user_id="nope", **by()))).rejected(
         Code.NOT_FOUND, "there is no user nope"
     )
+
+
+async def test_an_admin_of_another_domain_learns_nothing_about_its_projects(org: Org) -> None:
+    """Whether the project exists is asked only of someone allowed to change the user."""
+    w = org.world
+    for project_id in ("no-such-project", PID1):
+        cmd = a.AddUserToProject(user_id=org.alice.user_id, project_id=project_id, **by(
+            org.admin2.actor
+        ))  # fmt: skip
+        (await w.when(cmd)).rejected(
+            Code.FORBIDDEN, "a admin of domain d2 may not change users of domain d1"
+        )
+    cmd = a.AddUserToProject(user_id=org.alice.user_id, project_id="no-such-project", **by(
+        org.admin1.actor
+    ))  # fmt: skip
+    (await w.when(cmd)).rejected(Code.NOT_FOUND, "there is no project no-such-project")
