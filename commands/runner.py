@@ -40,6 +40,7 @@ from commands.outcome import Outcome
 from commands.outcome_log import OutcomeLog
 from commands.parking import Parking, Retry
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.store import EventStore
 from schemas.subjects import COMMANDS_STREAM, AggregateType, commands_of
 
@@ -157,6 +158,8 @@ class CommandRunner:
             except TimeoutError:  # nothing to do (nats-py raises its own and asyncio's)
                 continue
             except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 # The loop must outlive a lost connection: the messages wait on the server.
                 log.warning("%s: fetch failed (%r); trying again", self.durable, exc)
                 await asyncio.sleep(self.fetch_timeout)

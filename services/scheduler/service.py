@@ -24,6 +24,7 @@ from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.fold import Fold, Follower
 from events.leases import Lease
 from events.queues import QueueBoard
@@ -170,7 +171,9 @@ class Scheduler:
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
                     may_admit=may_admit, may_place=may_place, writing=self.commands.writing,
                 )  # fmt: skip
-            except Exception:
+            except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 log.exception("decision pass failed; trying again in %ss", settings.retry_after_s)
                 await asyncio.sleep(settings.retry_after_s)
                 self._wake.set()
