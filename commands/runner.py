@@ -94,7 +94,8 @@ class CommandRunner:
     # ---- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create (or bind) the durable consumer and start working in a background task."""
+        """Create (or bind) the durable consumer and start working in a background task. A
+        start that fails takes back its subscriptions (the durable stays, as after ``stop``)."""
         config = api.ConsumerConfig(
             durable_name=self.durable,
             **self._filter(),
@@ -104,10 +105,14 @@ class CommandRunner:
             backoff=list(self.retry.backoff),
         )
         await self.bus.js.add_consumer(COMMANDS_STREAM, config)
-        advisory = self._parking.advisory_subject()
-        self._subs.append(await self.bus.nc.subscribe(advisory, cb=self._parking.on_exhausted))
-        psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
-        self._subs.append(psub)
+        try:
+            advisory = self._parking.advisory_subject()
+            self._subs.append(await self.bus.nc.subscribe(advisory, cb=self._parking.on_exhausted))
+            psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
+            self._subs.append(psub)
+        except BaseException:
+            await self._unsubscribe()
+            raise
         self._task = asyncio.create_task(self._run(psub), name=f"commands:{self.durable}")
 
     def _filter(self) -> dict[str, Any]:
@@ -133,6 +138,9 @@ class CommandRunner:
                 self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._unsubscribe()
+
+    async def _unsubscribe(self) -> None:
         for sub in self._subs:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()

@@ -97,16 +97,21 @@ class Scheduler:
     # ---- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Catch up with the log, then follow it, decide, and take commands."""
-        target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
-        log.info(
-            "caught up at seq %d: %d sessions (%d waiting), %d nodes, %d agents",
-            target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
-            len(self.state.nodes), len(self.state.agents),
-        )  # fmt: skip
-        self._follower.start("scheduler:follow")
-        self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
-        await self.runner.start()
+        """Catch up with the log, then follow it, decide, and take commands. A start that
+        fails (the command consumer refused, say) stops what it had started, then raises."""
+        try:
+            target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
+            log.info(
+                "caught up at seq %d: %d sessions (%d waiting), %d nodes, %d agents",
+                target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
+                len(self.state.nodes), len(self.state.agents),
+            )  # fmt: skip
+            self._follower.start("scheduler:follow")
+            self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
+            await self.runner.start()
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         """Stop taking commands, finish the pass in hand, stop following. The durable
