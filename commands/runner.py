@@ -147,15 +147,22 @@ class CommandRunner:
         self._subs.clear()
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait until the consumer has nothing left to deliver and nothing unacked."""
+        """Wait until every command on the consumer's subjects is answered: on the work queue
+        an acked command is gone. (The stream is asked, not the consumer: its pending counts
+        lag a publish for a moment, so a command just sent could read as idle.)"""
+        filters = self._filter()
+        subjects: list[str] = filters.get("filter_subjects") or [filters["filter_subject"]]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            info = await self.bus.js.consumer_info(COMMANDS_STREAM, self.durable)
-            if info.num_pending == 0 and info.num_ack_pending == 0:
+            left = 0
+            for subject in subjects:
+                info = await self.bus.js.stream_info(COMMANDS_STREAM, subjects_filter=subject)
+                left += sum((info.state.subjects or {}).values())
+            if not left:
                 return
             if loop.time() > deadline:
-                raise TimeoutError(f"{self.durable} still busy after {timeout}s: {info}")
+                raise TimeoutError(f"{self.durable}: {left} command(s) unanswered after {timeout}s")
             await asyncio.sleep(0.05)
 
     async def _run(self, psub: JetStreamContext.PullSubscription) -> None:
