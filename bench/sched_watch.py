@@ -73,7 +73,7 @@ async def wait_nodes(bus: Bus, count: int, timeout: float) -> float:
 
 async def outcome_counts(bus: Bus, command_ids: list[str]) -> Counter[str]:
     """Accepted creates, and rejected ones by reason (there should be none)."""
-    reader = DirectReader(bus.nc, OUTCOMES_STREAM)
+    reader = DirectReader(bus.replies, OUTCOMES_STREAM)
     found = await reader.last_of([outcome_subject(c) for c in command_ids])
     counts: Counter[str] = Counter()
     for message in found.values():

@@ -5,15 +5,17 @@ guarded with expected sequence 0 so that a command never gets two.
 A runner deciding a run of commands uses it instead of one awaited round trip per outcome:
 the outcomes of a run are written together and the commands acked once all are stored.
 
-Stores are pipelined by hand (publish with a reply inbox, answers matched by token) rather
-than with nats-py's ``publish_async``: its futures never resolve when the server answers with
-an error (``APIError.from_error`` raises inside the reply callback), and "an outcome is
-already stored" is an error answer this module must read.
+Stores are pipelined by hand (publish with a reply subject on the connection's ``Replies``
+inbox, each answer routed to its outcome's future) rather than with nats-py's
+``publish_async``: its futures never resolve when the server answers with an error
+(``APIError.from_error`` raises inside the reply callback), and "an outcome is already stored"
+is an error answer this module must read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Sequence
 
@@ -34,11 +36,7 @@ class OutcomeLog:
     def __init__(self, bus: Bus, *, timeout: float) -> None:
         self._bus = bus
         self._timeout = timeout
-        self._reader = DirectReader(bus.nc, OUTCOMES_STREAM, timeout=timeout)
-        self._inbox = ""
-        self._answers: dict[str, asyncio.Future[bool]] = {}
-        self._counter = 0
-        self._ready = asyncio.Lock()
+        self._reader = DirectReader(bus.replies, OUTCOMES_STREAM, timeout=timeout)
 
     async def decided(self, command_ids: Sequence[str]) -> set[str]:
         """The commands among ``command_ids`` whose outcome is stored."""
@@ -51,28 +49,25 @@ class OutcomeLog:
         not known to be: the command must not be acked)."""
         if not outcomes:
             return []
-        await self._subscribe()
         loop = asyncio.get_running_loop()
+        replies = self._bus.replies
         futures: list[asyncio.Future[bool]] = []
-        tokens: list[str] = []
+        routes: list[str] = []
         try:
             for outcome in outcomes:
-                self._counter += 1
-                token = str(self._counter)
                 future: asyncio.Future[bool] = loop.create_future()
-                self._answers[token] = future
                 futures.append(future)
-                tokens.append(token)
+                routes.append(reply := await replies.route(functools.partial(_answer, future)))
                 await self._bus.nc.publish(
                     outcome_subject(outcome.command_id),
                     outcome.model_dump_json().encode(),
-                    reply=f"{self._inbox}.{token}",
+                    reply=reply,
                     headers={EXPECTED_HEADER: "0", "Nats-Expected-Stream": OUTCOMES_STREAM},
                 )
             await asyncio.wait(futures, timeout=self._timeout)
         finally:
-            for token in tokens:
-                del self._answers[token]
+            for reply in routes:
+                replies.drop(reply)
         results: list[bool | Exception] = []
         for future in futures:
             if not future.done():
@@ -85,30 +80,24 @@ class OutcomeLog:
                 results.append(future.result())
         return results
 
-    async def _subscribe(self) -> None:
-        async with self._ready:
-            if not self._inbox:
-                inbox = self._bus.nc.new_inbox()
-                await self._bus.nc.subscribe(f"{inbox}.*", cb=self._answer)
-                self._inbox = inbox
 
-    async def _answer(self, msg: Msg) -> None:
-        future = self._answers.get(msg.subject.rsplit(".", 1)[1])
-        if future is None or future.done():
-            return
-        status = (msg.headers or {}).get("Status")
-        if status is not None:  # 503: no stream listens on the subject
-            future.set_exception(OutcomeStoreError(f"no stream stored the outcome ({status})"))
-            return
-        try:
-            answer = json.loads(msg.data)
-        except ValueError as exc:
-            future.set_exception(OutcomeStoreError(f"unreadable answer: {exc}"))
-            return
-        error = answer.get("error")
-        if error is None:
-            future.set_result(True)
-        elif error.get("err_code") == WRONG_LAST_SEQUENCE:
-            future.set_result(False)
-        else:
-            future.set_exception(OutcomeStoreError(f"the server refused the outcome: {error}"))
+def _answer(future: asyncio.Future[bool], msg: Msg) -> None:
+    """What the server answered to one stored outcome (routed here by ``Replies``)."""
+    if future.done():
+        return
+    status = (msg.headers or {}).get("Status")
+    if status is not None:  # 503: no stream listens on the subject
+        future.set_exception(OutcomeStoreError(f"no stream stored the outcome ({status})"))
+        return
+    try:
+        answer = json.loads(msg.data)
+    except ValueError as exc:
+        future.set_exception(OutcomeStoreError(f"unreadable answer: {exc}"))
+        return
+    error = answer.get("error")
+    if error is None:
+        future.set_result(True)
+    elif error.get("err_code") == WRONG_LAST_SEQUENCE:
+        future.set_result(False)
+    else:
+        future.set_exception(OutcomeStoreError(f"the server refused the outcome: {error}"))

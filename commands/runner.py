@@ -40,6 +40,7 @@ from commands.outcome import Outcome
 from commands.outcome_log import OutcomeLog
 from commands.parking import Parking, Retry
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.store import EventStore
 from schemas.subjects import COMMANDS_STREAM, AggregateType, commands_of
 
@@ -93,7 +94,8 @@ class CommandRunner:
     # ---- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Create (or bind) the durable consumer and start working in a background task."""
+        """Create (or bind) the durable consumer and start working in a background task. A
+        start that fails takes back its subscriptions (the durable stays, as after ``stop``)."""
         config = api.ConsumerConfig(
             durable_name=self.durable,
             **self._filter(),
@@ -103,10 +105,14 @@ class CommandRunner:
             backoff=list(self.retry.backoff),
         )
         await self.bus.js.add_consumer(COMMANDS_STREAM, config)
-        advisory = self._parking.advisory_subject()
-        self._subs.append(await self.bus.nc.subscribe(advisory, cb=self._parking.on_exhausted))
-        psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
-        self._subs.append(psub)
+        try:
+            advisory = self._parking.advisory_subject()
+            self._subs.append(await self.bus.nc.subscribe(advisory, cb=self._parking.on_exhausted))
+            psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
+            self._subs.append(psub)
+        except BaseException:
+            await self._unsubscribe()
+            raise
         self._task = asyncio.create_task(self._run(psub), name=f"commands:{self.durable}")
 
     def _filter(self) -> dict[str, Any]:
@@ -132,21 +138,31 @@ class CommandRunner:
                 self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._unsubscribe()
+
+    async def _unsubscribe(self) -> None:
         for sub in self._subs:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()
         self._subs.clear()
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
-        """Wait until the consumer has nothing left to deliver and nothing unacked."""
+        """Wait until every command on the consumer's subjects is answered: on the work queue
+        an acked command is gone. (The stream is asked, not the consumer: its pending counts
+        lag a publish for a moment, so a command just sent could read as idle.)"""
+        filters = self._filter()
+        subjects: list[str] = filters.get("filter_subjects") or [filters["filter_subject"]]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            info = await self.bus.js.consumer_info(COMMANDS_STREAM, self.durable)
-            if info.num_pending == 0 and info.num_ack_pending == 0:
+            left = 0
+            for subject in subjects:
+                info = await self.bus.js.stream_info(COMMANDS_STREAM, subjects_filter=subject)
+                left += sum((info.state.subjects or {}).values())
+            if not left:
                 return
             if loop.time() > deadline:
-                raise TimeoutError(f"{self.durable} still busy after {timeout}s: {info}")
+                raise TimeoutError(f"{self.durable}: {left} command(s) unanswered after {timeout}s")
             await asyncio.sleep(0.05)
 
     async def _run(self, psub: JetStreamContext.PullSubscription) -> None:
@@ -157,6 +173,8 @@ class CommandRunner:
             except TimeoutError:  # nothing to do (nats-py raises its own and asyncio's)
                 continue
             except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 # The loop must outlive a lost connection: the messages wait on the server.
                 log.warning("%s: fetch failed (%r); trying again", self.durable, exc)
                 await asyncio.sleep(self.fetch_timeout)

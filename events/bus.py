@@ -11,6 +11,7 @@ Writes: stream and bucket configurations (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_O
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import urllib.request
@@ -23,6 +24,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
 
 from events.declarations import bucket_configs, stream_configs
+from events.direct import Replies
 from schemas.settings import MIN_SERVER_VERSION, NatsSettings
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,11 @@ class Bus:
     nc: Client
     js: JetStreamContext
     settings: NatsSettings
+
+    @functools.cached_property
+    def replies(self) -> Replies:
+        """The connection's one inbox for replies to batched reads and pipelined writes."""
+        return Replies(self.nc)
 
     async def close(self) -> None:
         if not self.nc.is_closed:
@@ -123,10 +130,12 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
         server = nc.connected_server_version
         check_server_version((server.major, server.minor, server.patch))
         await check_durability(settings, settings.monitor_url)
+        bus = Bus(nc=nc, js=nc.jetstream(timeout=settings.request_timeout_s), settings=settings)
+        await bus.replies.open()
     except BaseException:
         await nc.close()
         raise
-    return Bus(nc=nc, js=nc.jetstream(timeout=settings.request_timeout_s), settings=settings)
+    return bus
 
 
 async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:

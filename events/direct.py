@@ -2,19 +2,24 @@
 
 nats-py has no helper for the batched forms of ``$JS.API.DIRECT.GET`` (``next_by_subj`` with
 ``batch``, and ``multi_last``), so this module speaks them: one request, a burst of replies on
-one inbox, ended by a ``204 EOB`` status message. One wildcard inbox subscription serves every
-request of the process.
+one inbox, ended by a ``204 EOB`` status message. One wildcard inbox subscription per
+connection (``Replies``, held by ``Bus``) serves every request sent on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 MAX_BATCH = 1024
 
@@ -31,43 +36,67 @@ class DirectGetError(RuntimeError):
     pass
 
 
+class Replies:
+    """Replies to what one connection sends, on one wildcard inbox subscription (made on first
+    use, ended with the connection), each handed by the last token of its subject to whoever
+    waits for it. Readers and stores are cheap handles made and dropped at will (one per
+    request, some of them): a subscription each would pile up on a connection that outlives
+    them, with a task each."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self._prefix = nc.new_inbox()
+        self._routes: dict[str, Callable[[Msg], None]] = {}
+        self._tokens = itertools.count(1)
+        self._ready = asyncio.Lock()
+        self._sub: Subscription | None = None
+
+    async def open(self) -> None:
+        """Subscribe, if not yet done (``connect`` does it, for the connection's lifetime)."""
+        async with self._ready:
+            if self._sub is None:
+                self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._deliver)
+
+    async def close(self) -> None:
+        """Unsubscribe: for a ``Bus`` made by hand on a connection that outlives it."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+
+    async def route(self, deliver: Callable[[Msg], None]) -> str:
+        """A reply subject whose replies go to ``deliver`` until it is dropped."""
+        if self._sub is None:
+            await self.open()
+        token = str(next(self._tokens))
+        self._routes[token] = deliver
+        return f"{self._prefix}.{token}"
+
+    def drop(self, subject: str) -> None:
+        self._routes.pop(subject.rsplit(".", 1)[1], None)
+
+    async def _deliver(self, msg: Msg) -> None:
+        deliver = self._routes.get(msg.subject.rsplit(".", 1)[1])
+        if deliver is not None:
+            deliver(msg)
+
+
 class DirectReader:
-    def __init__(self, nc: Client, stream: str, *, timeout: float = 5.0) -> None:
-        self._nc = nc
+    def __init__(self, replies: Replies, stream: str, *, timeout: float = 5.0) -> None:
+        self._replies = replies
+        self._nc = replies.nc
         self._api = f"$JS.API.DIRECT.GET.{stream}"
         self._timeout = timeout
-        self._prefix = nc.new_inbox()
-        self._waiting: dict[str, asyncio.Queue[Msg]] = {}
-        self._counter = 0
-        self._ready: asyncio.Lock = asyncio.Lock()
-        self._subscribed = False
         self.requests = 0
         """Requests sent so far: lets tests and benchmarks count round trips."""
 
-    async def _subscribe(self) -> None:
-        async with self._ready:
-            if not self._subscribed:
-                await self._nc.subscribe(f"{self._prefix}.*", cb=self._deliver)
-                self._subscribed = True
-
-    async def _deliver(self, msg: Msg) -> None:
-        queue = self._waiting.get(msg.subject.rsplit(".", 1)[1])
-        if queue is not None:
-            queue.put_nowait(msg)
-
     async def _request(self, body: dict[str, Any]) -> tuple[list[RawMessage], int]:
         """Send one batched request; return its messages and how many more match."""
-        if not self._subscribed:
-            await self._subscribe()
-        self._counter += 1
-        token = str(self._counter)
         queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._waiting[token] = queue
+        reply = await self._replies.route(queue.put_nowait)
         self.requests += 1
         try:
-            await self._nc.publish(
-                self._api, json.dumps(body).encode(), reply=f"{self._prefix}.{token}"
-            )
+            await self._nc.publish(self._api, json.dumps(body).encode(), reply=reply)
             messages: list[RawMessage] = []
             while True:
                 msg = await asyncio.wait_for(queue.get(), self._timeout)
@@ -88,7 +117,7 @@ class DirectReader:
                     )
                 )
         finally:
-            del self._waiting[token]
+            self._replies.drop(reply)
 
     async def read_subject(
         self, subject: str, *, from_seq: int = 1, limit: int | None = None, batch: int = 256

@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.direct import RawMessage
 from events.envelope import StoredEvent
 from events.store import EventStore, decode
@@ -159,6 +160,8 @@ class Follower(Generic[S]):
                 await self.fold.poll(self._poll_timeout_s)
                 empty = state.position == before
             except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 # The tail recreates its consumer itself; this is a lost connection.
                 log.warning("reading the log failed (%r); trying again", exc)
                 empty = False

@@ -82,7 +82,7 @@ class EventStore:
         self._ack_timeout = ack_timeout or bus.settings.request_timeout_s
         self._max_attempts = max_attempts
         self._max_bytes = bus.settings.max_event_bytes
-        self.reader = DirectReader(bus.nc, EVENTS_STREAM, timeout=self._ack_timeout)
+        self.reader = DirectReader(bus.replies, EVENTS_STREAM, timeout=self._ack_timeout)
         self.stats = StoreStats()
 
     # ---- writing -------------------------------------------------------------------------

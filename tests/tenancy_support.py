@@ -122,13 +122,16 @@ async def make_tenancy(
         policy_id_for(PolicyKind.KEYPAIR, policy),
         ResourcePolicyCreated(kind=PolicyKind.KEYPAIR, name=policy, keypair=limits),
     )
+    await associate_group(store, resource_group, ScopeKind.DOMAIN, domain, scheduling)
+    # The keypair last: a scheduler that has not folded it yet catches up before deciding a
+    # create, and then holds everything written before it. (It does not check the group's
+    # association that way: written last, a lagging replica refused the group.)
     await record(
         store,
         AggregateType.KEYPAIR,
         access_key,
         KeypairCreated(user_id=user_id, domain=domain, secret_key_id=new_id(), policy=policy),
     )
-    await associate_group(store, resource_group, ScopeKind.DOMAIN, domain, scheduling)
     return Tenancy(domain, project_id, project_name, user_id, access_key, policy, resource_group)
 
 

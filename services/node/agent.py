@@ -24,6 +24,7 @@ import nats.errors
 
 from commands.node import Allocation
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.fold import Fold
 from events.store import EventStore
 from schemas.ids import node_id_for_host
@@ -279,7 +280,9 @@ class NodeAgent:
                 failures = 0
             except AgentSupersededError:
                 raise
-            except Exception:
+            except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 # Level-triggered: whatever failed (engine, NATS, a write with an unknown
                 # outcome) is looked at afresh by the next pass.
                 failures += 1
@@ -295,6 +298,8 @@ class NodeAgent:
                 if await self._fold.poll(5.0):
                     self._dirty.set()
             except (nats.errors.Error, TimeoutError, OSError) as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 log.warning("agent %s: reading the ledger failed: %r", self.node_id, exc)
                 await asyncio.sleep(1.0)
 

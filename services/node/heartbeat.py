@@ -20,6 +20,7 @@ import nats.errors
 from nats.js.kv import KeyValue
 
 from events.bus import Bus
+from events.cancelling import cancelling
 from schemas.subjects import HEARTBEATS_BUCKET
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class Heartbeat:
                     log.info("agent %s: heartbeat refreshed again", self._agent_id)
                 failing = False
             except (nats.errors.Error, TimeoutError) as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 if not failing:
                     log.warning("agent %s: heartbeat not refreshed: %r", self._agent_id, exc)
                 failing = True

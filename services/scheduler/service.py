@@ -24,6 +24,7 @@ from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
+from events.cancelling import cancelling
 from events.fold import Fold, Follower
 from events.leases import Lease
 from events.queues import QueueBoard
@@ -96,16 +97,21 @@ class Scheduler:
     # ---- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Catch up with the log, then follow it, decide, and take commands."""
-        target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
-        log.info(
-            "caught up at seq %d: %d sessions (%d waiting), %d nodes, %d agents",
-            target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
-            len(self.state.nodes), len(self.state.agents),
-        )  # fmt: skip
-        self._follower.start("scheduler:follow")
-        self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
-        await self.runner.start()
+        """Catch up with the log, then follow it, decide, and take commands. A start that
+        fails (the command consumer refused, say) stops what it had started, then raises."""
+        try:
+            target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
+            log.info(
+                "caught up at seq %d: %d sessions (%d waiting), %d nodes, %d agents",
+                target, len(self.state.sessions), sum(map(len, self.state.waiting.values())),
+                len(self.state.nodes), len(self.state.agents),
+            )  # fmt: skip
+            self._follower.start("scheduler:follow")
+            self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
+            await self.runner.start()
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         """Stop taking commands, finish the pass in hand, stop following. The durable
@@ -170,7 +176,9 @@ class Scheduler:
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
                     may_admit=may_admit, may_place=may_place, writing=self.commands.writing,
                 )  # fmt: skip
-            except Exception:
+            except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
                 log.exception("decision pass failed; trying again in %ss", settings.retry_after_s)
                 await asyncio.sleep(settings.retry_after_s)
                 self._wake.set()

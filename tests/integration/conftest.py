@@ -1,4 +1,5 @@
-"""Fixtures shared by the integration tests (the ``bus`` fixture is in ``tests/conftest.py``)."""
+"""Fixtures shared by the integration tests (the ``bus`` fixture is in ``tests/conftest.py``),
+and the check that every test module leaves the shared server and loop as it found them."""
 
 from __future__ import annotations
 
@@ -12,11 +13,28 @@ from nats.js.errors import NotFoundError
 from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id
-from schemas.subjects import COMMANDS_STREAM
+from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from services.scheduler.service import Scheduler
 from services.scheduler.settings import SchedulerSettings
+from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 
 StartScheduler = Callable[..., Awaitable[Scheduler]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def leaves_nothing_behind(bus: Bus) -> AsyncIterator[None]:
+    """Fail the module whose tests leave a command consumer, a reader of the log or a task
+    behind: the next module, in whatever order, would find it."""
+    commands = await consumer_names(bus, COMMANDS_STREAM)
+    readers = await consumer_names(bus, EVENTS_STREAM)
+    tasks = running_tasks()
+    yield
+    left = {
+        COMMANDS_STREAM: await consumer_names(bus, COMMANDS_STREAM) - commands,
+        EVENTS_STREAM: await consumer_names(bus, EVENTS_STREAM) - readers,
+        "tasks": set(await tasks_left(tasks)),
+    }
+    assert not any(left.values()), f"left behind: {left}"
 
 
 @pytest.fixture

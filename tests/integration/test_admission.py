@@ -137,14 +137,37 @@ async def test_fifty_concurrent_creates_against_five_concurrent_sessions(
     await check_concurrent_limit(bus, store, image, [scheduler], tenancy)
 
 
+@pytest.mark.parametrize("lag_s", [0.0, 0.15], ids=["following", "lagging"])
 @pytest.mark.parametrize("leases", [True, False])
 async def test_two_replicas_admit_the_same_way_with_or_without_leases(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler, leases: bool
+    bus: Bus,
+    store: EventStore,
+    image: str,
+    start_scheduler: StartScheduler,
+    leases: bool,
+    lag_s: float,
 ) -> None:
+    """Both modes admit in request order. Lagging, each replica folds its own requests (from
+    their acks) well before the other's earlier ones: its fold order is not request order."""
     first = await start_scheduler(leases=leases)
     second = await start_scheduler(leases=leases)
+    for scheduler in (first, second):
+        lag(scheduler, lag_s)
     tenancy = await make_tenancy(store, limits=KeypairPolicyLimits(max_concurrent_sessions=5))
     await check_concurrent_limit(bus, store, image, [first, second], tenancy)
+
+
+def lag(scheduler: Scheduler, seconds: float) -> None:
+    """Make every read of the scheduler's tail start ``seconds`` late (a busy replica)."""
+    if not seconds:
+        return
+    poll = scheduler.fold.poll
+
+    async def late(timeout: float = 1.0) -> list[StoredEvent]:
+        await asyncio.sleep(seconds)
+        return await poll(timeout)
+
+    scheduler.fold.poll = late  # type: ignore[method-assign]
 
 
 async def test_a_full_project_holds_its_sessions_and_not_its_neighbours(

@@ -10,7 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import nats.errors
 import pytest
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from commands.bus import CommandBus
@@ -37,6 +39,7 @@ from schemas.subjects import (
     outcome_subject,
     parked_subject,
 )
+from tests.integration.leftovers import running_tasks, subscriptions, tasks_left
 
 FAST = Retry(max_deliver=3, backoff=(0.1, 0.1))
 StartRunner = Callable[..., Awaitable[CommandRunner]]
@@ -399,3 +402,36 @@ async def test_a_domain_rule_refusal_is_an_outcome_not_a_retry(
     assert outcome is not None and outcome.code == Code.REFUSED
     assert "cannot go from TERMINATED to RUNNING" in outcome.message
     assert attempts == [cmd.command_id]  # decided once, never parked
+
+
+class _BindRefused:
+    """The real JetStream context, except that binding to a consumer fails."""
+
+    def __init__(self, inner: JetStreamContext) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def pull_subscribe_bind(self, *args: Any, **kwargs: Any) -> Any:
+        raise nats.errors.ConnectionReconnectingError
+
+
+async def test_a_start_that_fails_after_its_consumer_leaves_no_subscription(
+    nats_settings: NatsSettings,
+) -> None:
+    connection = await connect(nats_settings, name="half-started")
+    durable = f"test-{new_id()[:8]}"
+    try:
+        refusing = Bus(nc=connection.nc, js=_BindRefused(connection.js), settings=nats_settings)  # type: ignore[arg-type]
+        runner = CommandRunner(refusing, {}, durable=durable, aggregate_type=AggregateType.SESSION)
+        await connection.js.stream_info(COMMANDS_STREAM)  # nats-py's own reply inbox, made now
+        before, tasks = subscriptions(connection), running_tasks()
+        with pytest.raises(nats.errors.ConnectionReconnectingError):
+            await runner.start()
+        assert subscriptions(connection) == before  # the advisory one was taken back
+        assert await tasks_left(tasks) == []
+    finally:
+        with contextlib.suppress(NotFoundError):
+            await connection.js.delete_consumer(COMMANDS_STREAM, durable)
+        await connection.close()

@@ -123,7 +123,10 @@ async def test_a_commit_whose_answer_was_lost_ends_as_success(
     if events_in_write > 1:
         writes.append(Write.create(b, envelope(b, 1)))
 
-    committed = await store.commit(writes)
+    try:
+        committed = await store.commit(writes)
+    finally:
+        await lossy.replies.close()  # its own inbox on the shared connection
 
     assert committed.recovered
     assert store.stats.recovered == 1

@@ -21,14 +21,16 @@ from events.bus import Bus
 from events.store import EventStore
 from schemas.devices import DeviceShare
 from schemas.ids import new_id, node_id_for_host
-from schemas.subjects import HEARTBEATS_BUCKET
+from schemas.subjects import EVENTS_STREAM, HEARTBEATS_BUCKET
 from services.node.agent import NodeAgent
+from services.node.backend import Container
 from services.node.backend_simulated import SimulatedBackend
 from services.node.heartbeat import heartbeat_key
 from services.node.logs import read_kernel_logs
 from services.node.record import AgentSupersededError
 from services.node.settings import AgentSettings
 from services.node.topology import format_cpulist
+from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 from tests.integration.node_support import (
     allocate,
     change_ledger,
@@ -291,3 +293,20 @@ async def test_an_allocation_runs_on_exactly_its_devices_pinned_to_their_numa_no
     assert [n["node"] for n in registered["numa"]] == [0, 1]
     assert [d["numa_node"] for d in registered["devices"]] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert registered["capacity"]["gpu_hundredths"] == 800
+
+
+class EngineGone(SimulatedBackend):
+    """A machine whose container engine stops answering once the agent has read its ledger."""
+
+    async def containers(self) -> list[Container]:
+        raise OSError("the container engine does not answer")
+
+
+async def test_a_start_that_fails_half_way_leaves_nothing_running(bus: Bus) -> None:
+    settings, _ = machine()
+    backend = EngineGone(node_id_for_host(settings.hostname), [IMAGE])
+    readers, tasks = await consumer_names(bus, EVENTS_STREAM), running_tasks()
+    with pytest.raises(OSError, match="does not answer"):
+        await NodeAgent(bus, settings, backend).run(asyncio.Event())
+    assert await tasks_left(tasks) == []
+    assert await consumer_names(bus, EVENTS_STREAM) <= readers  # its ledger's reader is gone

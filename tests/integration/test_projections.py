@@ -45,8 +45,10 @@ from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus
 from schemas.settings import NatsSettings
+from schemas.subjects import EVENTS_STREAM
 from schemas.tenancy import SessionOwner
 from services.gateway.sqlviews import SqlViews
+from tests.integration.leftovers import consumer_names
 from tests.support import NOW
 
 PG_ADMIN = os.environ.get("JETYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -484,8 +486,10 @@ async def test_the_service_rebuilds_a_view_of_another_version_then_follows(
         await conn.execute(
             positions.update().where(positions.c.view == "sessions").values(version=0)
         )
+    readers = await consumer_names(bus, EVENTS_STREAM)
     with pytest.raises(ViewVersionError):
         await Projector(engine, bus).start()
+    assert await consumer_names(bus, EVENTS_STREAM) <= readers  # a refused start reads nothing
     stop = asyncio.Event()
     service = asyncio.create_task(app.run(settings, nats_settings, stop))
     later = await cluster.session("after-rebuild")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.js import api
+from nats.js.errors import BadRequestError
 
 from commands.bus import CommandBus
 from commands.messages import TerminateSession
@@ -22,8 +24,11 @@ from events.store import EventStore
 from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.session import SessionStatus
-from schemas.subjects import AggregateType
+from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM, AggregateType, commands_of
 from schemas.tenancy import SessionOwner
+from services.scheduler.service import Scheduler
+from services.scheduler.settings import SchedulerSettings
+from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
@@ -369,3 +374,28 @@ async def test_a_pass_larger_than_a_batch_is_stored_in_several_batches_in_order(
     ledger = await history(store, AggregateType.NODE, agent.id)
     assert [e.name for e in ledger].count("ResourcesAllocated") == 6
     assert len((await node_of(store, agent)).allocations) == 6
+
+
+async def test_a_start_refused_its_command_consumer_stops_what_it_started(bus: Bus) -> None:
+    # Another consumer holds cmd.session.* on the work-queue stream: the scheduler has caught
+    # up, started following and deciding, and then cannot take commands.
+    holder = f"holder-{new_id()[:8]}"
+    await bus.js.add_consumer(
+        COMMANDS_STREAM,
+        api.ConsumerConfig(
+            durable_name=holder,
+            filter_subject=commands_of(AggregateType.SESSION),
+            ack_policy=api.AckPolicy.EXPLICIT,
+        ),
+    )
+    try:
+        readers, tasks = await consumer_names(bus, EVENTS_STREAM), running_tasks()
+        durable = f"scheduler-test-{new_id()[:8]}"
+        scheduler = Scheduler(bus, SchedulerSettings(durable=durable, poll_timeout_s=0.25))
+        with pytest.raises(BadRequestError, match="filtered consumer not unique"):
+            await scheduler.start()
+        assert await tasks_left(tasks) == []
+        assert await consumer_names(bus, EVENTS_STREAM) <= readers  # its fold's reader is gone
+        assert durable not in await consumer_names(bus, COMMANDS_STREAM)
+    finally:
+        await bus.js.delete_consumer(COMMANDS_STREAM, holder)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from events.bus import Bus
+import asyncio
+
+from events.bus import Bus, connect
 from events.envelope import StoredEvent
-from events.fold import Fold, FoldedState
+from events.fold import Fold, FoldedState, Follower
 from events.store import EventStore
 from events.tail import Tail
 from events.writes import AggregateRef, Write
+from schemas.settings import NatsSettings
 from schemas.subjects import EVENTS_STREAM, AggregateType
+from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 from tests.support import envelope, ref
 
 
@@ -132,3 +136,28 @@ async def test_fold_on_an_empty_filter_catches_up_at_once(bus: Bus) -> None:
     await fold.catch_up(timeout=5.0)
     await fold.close()
     assert fold.caught_up.is_set() and fold.state.applied == []
+
+
+async def test_a_follower_stops_after_its_connection_closed_under_a_waiting_read(
+    bus: Bus, nats_settings: NatsSettings
+) -> None:
+    # nats-py turns the cancellation of a read waiting on a closed connection into
+    # ConnectionClosedError: a follower that took it for a lost connection would never stop.
+    readers = await consumer_names(bus, EVENTS_STREAM)
+    connection = await connect(nats_settings, name="closing")
+    fold = Fold(connection, Counts(), subjects=[ref(AggregateType.AGENT).subject])
+    follower = Follower(fold, EventStore(connection), poll_timeout_s=30, retry_after_s=0.05)
+    tasks = running_tasks()
+    follower.start("closing:follow")
+    try:
+        await asyncio.sleep(0.2)  # its read is waiting
+        await connection.close()
+        stopping = asyncio.create_task(follower.stop())
+        await asyncio.wait({stopping}, timeout=5)
+        assert stopping.done()
+        assert await tasks_left(tasks) == []
+    finally:
+        await fold.close()
+        # Its reader outlives the closed connection (until the server's inactivity limit).
+        for name in await consumer_names(bus, EVENTS_STREAM) - readers:
+            await bus.js.delete_consumer(EVENTS_STREAM, name)

@@ -111,6 +111,16 @@ def test_higher_priority_goes_first_then_request_order() -> None:
     assert decisions[1] == Wait("first", "keypair AKA: 1/1 concurrent sessions")
 
 
+def test_request_order_is_the_stream_order_not_the_order_given() -> None:
+    # A replica folds its own requests from their acks, before another replica's earlier
+    # ones reach it: the candidates come in fold order, admission goes by request sequence.
+    directory = FakeDirectory(keypairs={"AKA": KeypairPolicyLimits(max_concurrent_sessions=1)})
+    own = Candidate("own", A, GPU, order=120)
+    earlier = Candidate("earlier", A, GPU, order=100)
+    decisions = admit([own, earlier], {}, directory)
+    assert decisions == [Admit("earlier"), Wait("own", "keypair AKA: 1/1 concurrent sessions")]
+
+
 @pytest.mark.parametrize(
     ("limits", "reason"),
     [

@@ -53,6 +53,10 @@ class Candidate:
     owner: SessionOwner
     slots: ResourceSlots
     priority: int = 10
+    order: int = 0
+    """The stream sequence of its request. A replica folds its own requests from their acks,
+    ahead of other replicas' earlier ones still on their way: the order it folded them in is
+    not request order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +126,10 @@ def hard_limit_exceeded(owner: SessionOwner, need: ResourceSlots, directory: Lim
 def admit(
     candidates: Sequence[Candidate], quotas: Mapping[str, Quota], directory: Limits
 ) -> list[Decision]:
-    """Decide every candidate, highest priority first, then in the order given (request
-    order). ``quotas`` maps quota ids to the scopes' aggregates (a missing one holds
+    """Decide every candidate, highest priority first, then in request order (then in the
+    order given). ``quotas`` maps quota ids to the scopes' aggregates (a missing one holds
     nothing)."""
-    ordered = sorted(candidates, key=lambda c: -c.priority)  # stable: request order kept
+    ordered = sorted(candidates, key=lambda c: (-c.priority, c.order))
     rules = _Rules(directory, quotas)
     decisions: list[Decision] = []
     for candidate in ordered:

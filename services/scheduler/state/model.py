@@ -89,10 +89,12 @@ class StateModel(FoldedState):
         self.nodes: dict[str, Node] = {}
         self.agents: dict[str, AgentInfo] = {}
         self.waiting: dict[str, dict[str, None]] = {}
-        """Resource group -> ids of its admitted PENDING sessions, in request order (an
-        ordered set): what placement looks at."""
+        """Resource group -> ids of its admitted PENDING sessions (an ordered set, in the
+        order folded; placement's queue orders them): what placement looks at."""
         self.unadmitted: dict[str, dict[str, None]] = {}
-        """Domain -> ids of its PENDING sessions not yet admitted, in request order."""
+        """Domain -> ids of its PENDING sessions not yet admitted, in the order folded (own
+        requests come from their acks, ahead of other replicas' earlier ones): admission
+        sorts them by request sequence (``TrackedSession.order``)."""
         self.directory = Directory()
         self.quotas: dict[str, Quota] = {}
         self.holdings: dict[str, set[str]] = {}

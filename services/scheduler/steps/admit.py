@@ -121,9 +121,12 @@ def _of_deactivated_keypairs(state: SchedulerState) -> list[str]:
 
 
 def _candidate(state: SchedulerState, session_id: str) -> Candidate:
-    session = state.sessions[session_id].session
+    tracked = state.sessions[session_id]
+    session = tracked.session
     assert session.owner is not None
-    return Candidate(session_id, session.owner, session.spec.total, session.spec.priority)
+    return Candidate(
+        session_id, session.owner, session.spec.total, session.spec.priority, tracked.order
+    )
 
 
 def _chunks(state: SchedulerState, space: Workspace, session_ids: list[str]) -> list[list[str]]:
