@@ -20,6 +20,8 @@ from jetyard.natsserver import free_port
 from jetyard.sdk import JetyardAuth
 
 TEST_IMAGE = os.environ.get("JETYARD_TEST_IMAGE", "jetyard-busybox:latest")
+_started: list[Jetyard] = []
+"""Every stack started by the running test (``stop_what_the_test_started`` empties it)."""
 
 
 @dataclass
@@ -51,6 +53,16 @@ class Jetyard:
             stderr=subprocess.STDOUT,
             env={**os.environ, **(self.env or {})},
         )
+        _started.append(self)
+        try:
+            self._wait_healthy(timeout)
+        except BaseException:
+            self.stop()  # a start that fails leaves no stack running
+            raise
+        return self
+
+    def _wait_healthy(self, timeout: float) -> None:
+        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -59,7 +71,7 @@ class Jetyard:
                 healthy = httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
                 # The first start also creates the superadmin the tests act as.
                 if healthy and (self.data_dir / "admin.json").exists():
-                    return self
+                    return
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
@@ -103,6 +115,17 @@ class Jetyard:
         response.raise_for_status()
         body: dict[str, Any] = response.json()
         return body
+
+
+@pytest.fixture(autouse=True)
+def stop_what_the_test_started() -> Iterator[None]:
+    """A test that fails before it stops its stack would leave ``jetyard up`` running past
+    the session (it is not the child of a process that dies with pytest)."""
+    yield
+    while _started:
+        stack = _started.pop()
+        if stack.process is not None and stack.process.poll() is None:
+            stack.kill()
 
 
 @pytest.fixture
