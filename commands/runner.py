@@ -166,7 +166,7 @@ class CommandRunner:
             await asyncio.sleep(0.05)
 
     async def _run(self, psub: JetStreamContext.PullSubscription) -> None:
-        while not self._stopping:
+        while not self._stopping and not cancelling():
             self._fetching = True
             try:
                 msgs: list[Msg] = await psub.fetch(self.batch, timeout=self.fetch_timeout)

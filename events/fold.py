@@ -153,7 +153,7 @@ class Follower(Generic[S]):
 
     async def _follow(self) -> None:
         state = self.fold.state
-        while True:
+        while not cancelling():
             self._polls_started += 1
             number, before = self._polls_started, state.position
             try:

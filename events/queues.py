@@ -23,6 +23,7 @@ from nats.js.errors import KeyDeletedError, KeyNotFoundError, KeyValueError
 from nats.js.kv import KeyValue
 
 from events.bus import Bus
+from events.cancelling import cancelling
 from schemas.ids import check_token
 from schemas.subjects import QUEUES_BUCKET
 
@@ -246,8 +247,9 @@ class NatsQueueBucket:
     async def watch(self) -> AsyncIterator[tuple[str, bytes | None] | None]:
         # An ordered consumer: the client recreates it on a gap or a server restart. If the
         # watch itself fails it is opened again, and repeats the latest value of every key
-        # (applying a queue twice changes nothing).
-        while True:
+        # (applying a queue twice changes nothing). A cancellation a read swallowed ends it
+        # at the next entry (``events.cancelling``).
+        while not cancelling():
             try:
                 watcher = await (await self._bucket()).watchall()
             except (KeyValueError, nats.errors.Error, OSError) as exc:
@@ -256,6 +258,8 @@ class NatsQueueBucket:
                 continue
             try:
                 async for entry in watcher:
+                    if cancelling():
+                        return
                     if entry is None:
                         yield None
                     elif entry.operation in ("DEL", "PURGE"):

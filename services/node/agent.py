@@ -272,7 +272,7 @@ class NodeAgent:
 
     async def _reconcile_loop(self) -> None:
         failures = 0
-        while True:
+        while not cancelling():
             await self._dirty.wait()
             self._dirty.clear()
             try:
@@ -291,7 +291,7 @@ class NodeAgent:
                 asyncio.get_running_loop().call_later(delay, self._dirty.set)
 
     async def _follow(self) -> None:
-        while True:
+        while not cancelling():
             try:
                 # A fetch returns as soon as events arrive; the timeout only bounds an idle
                 # wait, so a long one costs no latency and keeps thousands of agents quiet.

@@ -74,7 +74,7 @@ class Heartbeat:
         reconnect there). A failed refresh is retried at the next interval: missing a few is
         what the TTL allows for."""
         failing = False
-        while True:
+        while not cancelling():
             await asyncio.sleep(self._interval_s)
             try:
                 await self.beat(epoch())

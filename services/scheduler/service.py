@@ -155,7 +155,7 @@ class Scheduler:
 
     async def _decide(self) -> None:
         settings = self.settings
-        while True:
+        while not cancelling():
             await self._wake.wait()
             if settings.pass_linger_s:
                 # Group commit: what arrives in the next few ms joins this pass's batch.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import cast
 
 from events.bus import Bus, connect
 from events.envelope import StoredEvent
@@ -161,3 +163,26 @@ async def test_a_follower_stops_after_its_connection_closed_under_a_waiting_read
         # Its reader outlives the closed connection (until the server's inactivity limit).
         for name in await consumer_names(bus, EVENTS_STREAM) - readers:
             await bus.js.delete_consumer(EVENTS_STREAM, name)
+
+
+class SwallowingFold:
+    """A fold whose read returns as usual when cancelled: Python 3.11's ``wait_for`` (under
+    every nats-py read) does so when the read completes at the same moment."""
+
+    def __init__(self) -> None:
+        self.state = Counts()
+
+    async def poll(self, timeout: float = 1.0) -> list[StoredEvent]:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(timeout)
+        return []
+
+
+async def test_a_follower_stops_even_when_a_read_swallows_its_cancellation(bus: Bus) -> None:
+    fold = cast("Fold[Counts]", SwallowingFold())
+    follower = Follower(fold, EventStore(bus), poll_timeout_s=0.05, retry_after_s=0.05)
+    follower.start("swallowing:follow")
+    await asyncio.sleep(0.1)
+    stopping = asyncio.create_task(follower.stop())
+    await asyncio.wait({stopping}, timeout=5)
+    assert stopping.done()
