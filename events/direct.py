@@ -37,9 +37,9 @@ class DirectGetError(RuntimeError):
 
 
 class Replies:
-    """Replies to what one connection sends, on one wildcard inbox subscription (made on first
-    use, ended with the connection), each handed by the last token of its subject to whoever
-    waits for it. Readers and stores are cheap handles made and dropped at will (one per
+    """Replies to what one connection sends, on one wildcard inbox subscription (made by
+    ``connect``, ended with the connection), each handed by the last token of its subject to
+    whoever waits for it. Readers and stores are cheap handles made and dropped at will (one per
     request, some of them): a subscription each would pile up on a connection that outlives
     them, with a task each."""
 
