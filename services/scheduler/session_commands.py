@@ -139,8 +139,9 @@ class SessionCommands:
         return created
 
     def _unknown_yet(self, cmd: CreateSession) -> bool:
-        """Whether the create names something the fold has not seen (yet): its image, or a
-        part of its owner, perhaps written just before the command was sent."""
+        """Whether the create names something the fold has not seen (yet): its image, a part
+        of its owner, or its resource group's opening to them, perhaps written just before
+        the command was sent."""
         if session_id_for(cmd.command_id) in self.state.sessions:
             return False
         directory, owner = self.state.directory, cmd.owner
@@ -151,6 +152,8 @@ class SessionCommands:
                 and owner.user_id in directory.users
                 and owner.project_id in directory.projects
                 and owner.domain in directory.domains
+                and cmd.spec.resource_group
+                in directory.allowed_groups(owner.domain, owner.project_id, owner.access_key)
             )
         )
 

@@ -34,6 +34,7 @@ from schemas.tenancy import (
 )
 from services.tenancy.service import TenancyService
 from services.tenancy.settings import TenancySettings
+from tests.integration.leftovers import consumer_names
 
 SERVICE = Actor.service("tests")
 KEY = b"test-key"
@@ -284,4 +285,4 @@ async def test_a_start_that_fails_stops_what_it_started(admin: Admin, bus: Bus) 
 
 
 async def consumers_of(bus: Bus) -> set[str]:
-    return {c.name for c in await bus.js.consumers_info(EVENTS_STREAM)}
+    return await consumer_names(bus, EVENTS_STREAM)
