@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, overload
 
 from commands.aggregate import Aggregate
+from commands.outcome import Accepted, Decision
 from events.envelope import Cause, Envelope, StoredEvent
 from events.writes import (
     MAX_BATCH_MESSAGES,
@@ -174,6 +175,14 @@ class Stored:
             for write in writes:
                 found.setdefault(write.aggregate, []).extend(next(seqs) for _ in write.events)
         return found
+
+
+def answer(decision: Decision, stored: Stored) -> Decision:
+    """A command's answer: an acceptance names the events the unit of work stored (none when
+    the decision changed nothing); a refusal is as decided."""
+    if isinstance(decision, Accepted) and stored.batches:
+        return Accepted.of(stored.merged(), decision.message)
+    return decision
 
 
 C = TypeVar("C", bound=Changes)

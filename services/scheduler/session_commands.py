@@ -25,7 +25,7 @@ from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
 from commands.session import Session
-from commands.unit_of_work import TooManyConflictsError, UnitOfWork
+from commands.unit_of_work import TooManyConflictsError, UnitOfWork, answer
 from events.writes import AggregateRef
 from schemas.ids import session_id_for
 from schemas.session import SessionStatus
@@ -199,9 +199,6 @@ class SessionCommands:
             space.unit(cmd.cause(), session, *nodes)
             return Accepted((), (), f"session {session.id} is {session.status.value}")
 
-        decision, stored = await self._work(ctx).run(
-            decide, what=f"terminating session {cmd.session_id}"
+        return answer(
+            *await self._work(ctx).run(decide, what=f"terminating session {cmd.session_id}")
         )
-        if isinstance(decision, Accepted) and stored.batches:
-            return Accepted.of(stored.merged(), decision.message)
-        return decision

@@ -14,7 +14,7 @@ from commands.directory import Directory
 from commands.messages import Command
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.tenancy import InvalidSettingsError
-from commands.unit_of_work import Changes, UnitOfWork
+from commands.unit_of_work import Changes, UnitOfWork, answer
 from events.writes import Store
 from schemas.principal import ActorKind
 from services.tenancy import common
@@ -40,10 +40,7 @@ class TenancyDecider:
             return Accepted((), (), decided.message)
 
         what = f"{cmd.command_name()} {cmd.command_id}"
-        decision, stored = await self.work.run(decide, what=what)
-        if isinstance(decision, Accepted) and stored.batches:
-            return Accepted.of(stored.merged(), decision.message)
-        return decision
+        return answer(*await self.work.run(decide, what=what))
 
     def rule(self, cmd: Any, now: datetime) -> common.Decision:
         """The pure decision on the directory as folded now (nothing stored)."""
