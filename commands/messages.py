@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from events.envelope import Cause
+from schemas.bounds import CEILING, CEILINGS, BoundsError, control_character
 from schemas.ids import TOKEN_PATTERN, Token, derived_id, new_id
 from schemas.principal import Actor, Tenant
-from schemas.session import SessionSpec
+from schemas.session import SessionSpec, check_request
 from schemas.strict import unknown_fields
 from schemas.subjects import COMMANDS_PREFIX, AggregateType, command_subject
 from schemas.tenancy import SessionOwner
@@ -46,6 +47,17 @@ class Command(BaseModel):
     correlation_id: Token | None = None
     """The conversation this command belongs to (e.g. an event that made a service send it);
     None starts a new one, named by the command id."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_values(cls, data: Any) -> Any:
+        # Whatever sent it, no command carries a control character (other than a tab or a
+        # newline, which descriptions and scripts may hold), a NaN or infinity, or an integer
+        # past the ceiling that keeps every stored value inside a signed 64-bit column.
+        problem = out_of_bounds(data)
+        if problem is not None:
+            raise PydanticCustomError("out_of_bounds", "{why}", {"why": problem})
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -118,6 +130,37 @@ def parse_command(subject: str, data: bytes) -> Command:
     return command_class(subject).model_validate_json(data)
 
 
+def out_of_bounds(data: Any, where: str = "", depth: int = 0) -> str | None:
+    """The first value in raw command input that no command may carry, said in a sentence."""
+    if depth > 32:
+        return f"{where or 'the command'} is nested too deep"
+    if isinstance(data, str):
+        bad = control_character(data.replace("\n", "").replace("\t", ""))
+        if bad is not None:
+            return f"{where or 'a value'} contains a control character ({bad})"
+    elif isinstance(data, bool):
+        return None
+    elif isinstance(data, int):
+        if abs(data) >= CEILING:
+            return f"{where or 'a number'} is out of range: {str(data)[:24]}..."
+    elif isinstance(data, float):
+        if data != data or data in (float("inf"), float("-inf")) or abs(data) >= CEILING:
+            return f"{where or 'a number'} is not a finite number in range"
+    elif isinstance(data, Mapping):
+        for key, value in data.items():
+            name = f"{where}.{key}" if where else str(key)
+            found = out_of_bounds(key, f"a key of {where or 'the command'}", depth + 1)
+            found = found or out_of_bounds(value, name, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            found = out_of_bounds(value, f"{where}[{index}]", depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
 def explain(exc: UnknownCommandError | ValidationError) -> str:
     """Why a command does not parse, in one sentence naming each wrong field."""
     if isinstance(exc, UnknownCommandError):
@@ -125,8 +168,29 @@ def explain(exc: UnknownCommandError | ValidationError) -> str:
     problems = []
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"])
-        problems.append(f"field '{where}': {error['msg'].lower()}" if where else error["msg"])
+        msg = _in_words(error)
+        problems.append(f"field '{where}': {msg[:1].lower()}{msg[1:]}" if where else msg)
     return f"{exc.title} is not valid: " + "; ".join(problems)
+
+
+_PATTERNS_IN_WORDS = {
+    r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$": (
+        "letters A-Z or a-z and digits 0-9 first, then also '.', '_', '/', ':', '@' or '-'"
+    ),
+    r"^[A-Za-z0-9_-]{1,64}$": "1 to 64 of the letters A-Z, a-z, digits 0-9, '_' or '-'",
+    r"^[A-Za-z0-9_.-]+$": "the letters A-Z, a-z, digits 0-9, '.', '_' or '-'",
+    r"^[0-9a-f]{64}$": "64 hexadecimal digits 0-9, a-f",
+}
+
+
+def _in_words(error: Any) -> str:
+    """Pydantic's message, with a regular expression said as the characters it allows."""
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = (error.get("ctx") or {}).get("pattern", "")
+        allowed = _PATTERNS_IN_WORDS.get(pattern)
+        if allowed is not None:
+            return f"use only {allowed}"
+    return str(error["msg"])
 
 
 def command_id_of(data: bytes, headers: Mapping[str, str] | None) -> str:
@@ -156,6 +220,17 @@ class CreateSession(Command):
     owner: SessionOwner | None = None
     """Whose it is, resolved by the gateway from the authenticated principal. The scheduler
     refuses a create without one."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> CreateSession:
+        # The minimums, control characters and hard ceilings hold for every writer, not
+        # only the gateway: a create sent straight to JY_COMMANDS is refused the same way.
+        # (The configured maximums are the scheduler's create rule's.)
+        try:
+            check_request(self.spec, CEILINGS)
+        except BoundsError as exc:
+            raise PydanticCustomError("out_of_bounds", "{why}", {"why": str(exc)}) from None
+        return self
 
 
 class TerminateSession(Command):

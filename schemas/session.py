@@ -3,11 +3,23 @@ spec a session is asked for with: kernels, cluster mode, batch dependencies, sta
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from schemas.bounds import (
+    DEFAULT_LIMITS,
+    MEMORY_MIN_BYTES,
+    BoundsError,
+    InputLimits,
+    check_cpu,
+    check_gpu,
+    check_memory,
+    check_seconds,
+    check_text,
+)
 from schemas.ids import TOKEN_PATTERN
 from schemas.resources import ResourceSlots
 from schemas.tenancy import SESSION_PRIORITY_DEFAULT, SESSION_PRIORITY_MAX
@@ -80,6 +92,9 @@ def cluster_host(index: int) -> str:
 
 MAX_KERNELS = 64
 MAX_DEPENDENCIES = 16
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+MAX_COMMAND_WORDS = 1024
+MAX_ENV = 256
 MAX_TIMEOUT_S = 366 * 24 * 3600
 """A year: longer is a mistake, and a bound keeps ``started_at + timeout`` far from overflow."""
 
@@ -158,7 +173,10 @@ class SessionSpec(BaseModel):
                 or not (key[0].isalpha() or key[0] == "_")
                 or not all(c.isalnum() or c == "_" for c in key)
             ):
-                raise ValueError(f"environment variable name {key!r} is not valid")
+                raise ValueError(
+                    f"environment variable name {key[:40]!r} is not valid: start with a "
+                    "letter or '_', then letters, digits or '_'"
+                )
         return env
 
     @property
@@ -167,3 +185,30 @@ class SessionSpec(BaseModel):
         for kernel in self.kernels:
             total = total + kernel.resources
         return total
+
+
+def check_request(spec: SessionSpec, limits: InputLimits = DEFAULT_LIMITS) -> None:
+    """Refuse a request outside the bounds (``schemas.bounds``), naming the limit: each
+    kernel's cpu, memory and gpu, the texts (image, command words, env), the timeout. The
+    gateway, the command model and the scheduler's create rule all ask this."""
+    check_text("image", spec.image, limits)
+    for kernel in spec.kernels:
+        slots = kernel.resources
+        check_cpu(slots.cpu_milli, limits)
+        check_memory(slots.memory_bytes, limits, least=MEMORY_MIN_BYTES)
+        check_gpu(slots.gpu_hundredths, limits)
+    for word in spec.command or ():
+        check_text("a command word", word, limits, lines=True)
+    if len(spec.command or ()) > MAX_COMMAND_WORDS:
+        raise BoundsError(f"the command has more than {MAX_COMMAND_WORDS} words")
+    if len(spec.env) > MAX_ENV:
+        raise BoundsError(f"more than {MAX_ENV} environment variables")
+    for key, value in spec.env.items():
+        if not _ENV_NAME.match(key):
+            raise BoundsError(
+                f"environment variable name {key[:40]!r} is not valid: start with a letter "
+                "(A-Z, a-z) or '_', then letters, digits 0-9 or '_'"
+            )
+        check_text(f"environment variable {key}", value, limits, lines=True)
+    if spec.timeout_s is not None:
+        check_seconds("timeoutSeconds", spec.timeout_s, limits)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.bounds import InputLimits
 
 MIN_SERVER_VERSION = (2, 12, 3)
 
@@ -34,3 +39,16 @@ class NatsSettings(BaseSettings):
         default=300.0, gt=0, le=1800, description="how far a signed request's date may be off"
     )
     login_ttl_s: float = Field(default=12 * 3600.0, gt=0, description="how long a login lasts")
+
+
+def input_limits(environ: Mapping[str, str] | None = None) -> InputLimits:
+    """The configured input maximums: ``JETYARD_LIMIT_<FIELD>``, e.g.
+    ``JETYARD_LIMIT_MAX_CPU_MILLI=8192000``. The gateway, the scheduler and the tenancy service
+    read the same variables, so the domain refuses exactly what the edge refuses."""
+    env = os.environ if environ is None else environ
+    values = {
+        name: env[f"JETYARD_LIMIT_{name.upper()}"]
+        for name in InputLimits.model_fields
+        if f"JETYARD_LIMIT_{name.upper()}" in env
+    }
+    return InputLimits.model_validate(values)

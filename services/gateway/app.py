@@ -15,7 +15,7 @@ from commands.bus import CommandBus
 from events.bus import Bus, connect, ensure_streams
 from events.queues import QueueBoard
 from projections.settings import ProjectionSettings
-from schemas.settings import NatsSettings
+from schemas.settings import NatsSettings, input_limits
 from services.gateway.access import AccessLog
 from services.gateway.auth.authenticate import Authenticator
 from services.gateway.auth.logins import LoginStore
@@ -87,6 +87,7 @@ async def open_services(
             access=AccessLog(bus),
             quotas=quotas,
             email_key=email_key_of(key),
+            limits=input_limits(),
             queues=queues,
         )
 

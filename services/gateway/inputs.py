@@ -2,44 +2,45 @@
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
 
 from commands.messages import CreateSession, explain
+from schemas.bounds import (
+    DEFAULT_LIMITS,
+    MEMORY_MIN_BYTES,
+    BoundsError,
+    InputLimits,
+    cpu_milli,
+    decimal_of,
+    gpu_hundredths,
+    memory_bytes,
+)
 from schemas.principal import Actor, Tenant
-from schemas.session import MAX_KERNELS
+from schemas.session import MAX_KERNELS, check_request
 from schemas.tenancy import SessionOwner
-
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_MEMORY = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
 class InputError(ValueError):
     """Input the gateway refuses before anything is sent."""
 
 
-def parse_memory(text: str) -> int:
-    """``"64m"``, ``"1.5GiB"``, ``"1073741824"`` → bytes."""
-    match = _MEMORY.match(text)
-    if match is None:
-        raise InputError(f"memory {text!r} is not a size: use bytes or a unit, e.g. 512m or 2g")
-    amount = Decimal(match.group(1)) * _UNITS[match.group(2).lower()]
-    if amount <= 0:
-        raise InputError(f"memory must be more than zero, got {text!r}")
-    return int(amount)
+def parse_memory(text: str, limits: InputLimits = DEFAULT_LIMITS) -> int:
+    """``"64m"``, ``"1.5GiB"``, ``"1073741824"`` → bytes, at least Docker's 6 MiB."""
+    try:
+        return memory_bytes(text, limits, least=MEMORY_MIN_BYTES)
+    except BoundsError as exc:
+        raise InputError(str(exc)) from None
 
 
 def parse_amount(what: str, text: str) -> Decimal:
+    """A plain non-negative decimal (ASCII digits, at most one point)."""
     try:
-        amount = Decimal(text)
-    except InvalidOperation:
-        raise InputError(f"{what} {text!r} is not a number") from None
-    if amount < 0:
-        raise InputError(f"{what} must not be negative, got {text!r}")
-    return amount
+        return decimal_of(what, text)
+    except BoundsError as exc:
+        raise InputError(str(exc)) from None
 
 
 def create_session_command(
@@ -49,17 +50,17 @@ def create_session_command(
     tenant: Tenant,
     command_id: str | None,
     owner: SessionOwner | None = None,
+    limits: InputLimits = DEFAULT_LIMITS,
 ) -> CreateSession:
     """Build the command from GraphQL input; raises InputError with a readable reason."""
-    resources = {
-        "cpu_milli": int(parse_amount("cpu", raw["cpu"]) * 1000),
-        "memory_bytes": parse_memory(raw["memory"]),
-        "gpu_hundredths": int(parse_amount("gpu", raw["gpu"]) * 100),
-    }
-    if Decimal(resources["cpu_milli"]) != parse_amount("cpu", raw["cpu"]) * 1000:
-        raise InputError(f"cpu {raw['cpu']!r} is finer than 1/1000 of a core")
-    if Decimal(resources["gpu_hundredths"]) != parse_amount("gpu", raw["gpu"]) * 100:
-        raise InputError(f"gpu {raw['gpu']!r} is finer than 1/100 of a device")
+    try:
+        resources = {
+            "cpu_milli": cpu_milli(raw["cpu"], limits),
+            "memory_bytes": memory_bytes(raw["memory"], limits, least=MEMORY_MIN_BYTES),
+            "gpu_hundredths": gpu_hundredths(raw["gpu"], limits),
+        }
+    except BoundsError as exc:
+        raise InputError(str(exc)) from None
     if raw.get("timeout_s") is not None and raw["type"] != "batch":
         raise InputError("timeoutSeconds applies to batch sessions only (type: batch)")
     size: int = 1 if raw.get("cluster_size") is None else raw["cluster_size"]
@@ -83,6 +84,10 @@ def create_session_command(
     if command_id is not None:
         data["command_id"] = command_id
     try:
-        return CreateSession.model_validate(data)
+        command = CreateSession.model_validate(data)
+        check_request(command.spec, limits)
     except ValidationError as exc:
         raise InputError(explain(exc)) from exc
+    except BoundsError as exc:
+        raise InputError(str(exc)) from None
+    return command

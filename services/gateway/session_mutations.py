@@ -109,9 +109,17 @@ class SessionMutation:
                 tenant=principal.tenant(project_id),
                 command_id=input.client_command_id,
                 owner=ctx.directory.owner(principal, project_id),
+                limits=ctx.services.limits,
             )
         except InputError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
+        for dependency in command.spec.depends_on:
+            # Only sessions the caller may read: another tenant's looks like none.
+            if await visible_session(info, dependency) is None:
+                raise GraphQLError(
+                    f"dependsOn names {dependency}, which is no session you can see",
+                    extensions={"code": "not-found"},
+                )
         outcome = await ctx.commands.execute(command, timeout=ctx.settings.command_timeout_s)
         await read_your_writes(ctx, outcome)
         return command_answer(outcome, command.command_id, session_id_for(command.command_id))

@@ -30,6 +30,7 @@ from events.leases import Lease
 from events.queues import QueueBoard
 from events.store import EventStore
 from schemas.ids import new_id
+from schemas.settings import input_limits
 from schemas.subjects import AggregateType, events_of
 from services.scheduler.passes import run_pass
 from services.scheduler.session_commands import SessionCommands
@@ -61,7 +62,7 @@ class Scheduler:
         )
         self.fold = Fold(bus, self.state, subjects=[events_of(kind) for kind in FOLDED])
         self.store = EventStore(bus)
-        self.commands = SessionCommands(self.state, self.sync)
+        self.commands = SessionCommands(self.state, self.sync, limits=input_limits())
         self.runner = CommandRunner(
             bus,
             {

@@ -27,11 +27,12 @@ from commands.runner import HandlerContext
 from commands.session import Session
 from commands.unit_of_work import TooManyConflictsError, UnitOfWork, answer
 from events.writes import AggregateRef
+from schemas.bounds import DEFAULT_LIMITS, BoundsError, InputLimits
 from schemas.ids import session_id_for
-from schemas.session import SessionStatus
+from schemas.session import SessionStatus, check_request
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
-from services.scheduler.rules.create import pending_full, refuse
+from services.scheduler.rules.create import pending_full, refuse, refuse_image
 from services.scheduler.state import SchedulerState
 from services.scheduler.steps.create import QueueRun
 from services.scheduler.workspace import Workspace
@@ -44,6 +45,8 @@ class SessionCommands:
     """Fold up to the log's end as of now: asked before saying "unknown" to a sender who
     may have just written what makes the answer "known"."""
     attempts: int = 5
+    limits: InputLimits = DEFAULT_LIMITS
+    """The input maximums (``JETYARD_LIMIT_*``), the same the gateway checks."""
     writing: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held from deciding to stored, shared with the passes: this replica's own writers never
     race each other on an aggregate (a create and a pass both write the keypair's quota)."""
@@ -145,15 +148,20 @@ class SessionCommands:
         if session_id_for(cmd.command_id) in self.state.sessions:
             return False
         directory, owner = self.state.directory, cmd.owner
-        return not self.state.image_known(cmd.spec.image) or (
-            owner is not None
-            and not (
-                owner.access_key in directory.keypairs
-                and owner.user_id in directory.users
-                and owner.project_id in directory.projects
-                and owner.domain in directory.domains
-                and cmd.spec.resource_group
-                in directory.allowed_groups(owner.domain, owner.project_id, owner.access_key)
+        deps_unseen = any(d not in self.state.sessions for d in cmd.spec.depends_on)
+        return (
+            deps_unseen
+            or not self.state.image_known(cmd.spec.image)
+            or (
+                owner is not None
+                and not (
+                    owner.access_key in directory.keypairs
+                    and owner.user_id in directory.users
+                    and owner.project_id in directory.projects
+                    and owner.domain in directory.domains
+                    and cmd.spec.resource_group
+                    in directory.allowed_groups(owner.domain, owner.project_id, owner.access_key)
+                )
             )
         )
 
@@ -166,6 +174,10 @@ class SessionCommands:
             return Accepted((ref.id,), (), f"session {ref.id} already exists")
         if self.state.is_broken(ref):
             return Rejected(Code.CONFLICT, f"session {ref.id} exists but is unreadable")
+        try:
+            check_request(cmd.spec, self.limits)
+        except BoundsError as exc:
+            return Rejected(Code.INVALID, str(exc))
         image = cmd.spec.image
         if not self.state.image_known(image):
             return Rejected(
@@ -173,7 +185,14 @@ class SessionCommands:
                 f"no registered agent has image {image}: "
                 "choose an image an agent reports, or add it to an agent first",
             )
-        return refuse(self.state.directory, cmd.owner, cmd.spec)
+        for dependency in cmd.spec.depends_on:
+            tracked = self.state.sessions.get(dependency)
+            owner = None if tracked is None else tracked.session.owner
+            if owner is None or owner.domain != cmd.owner.domain:
+                return Rejected(Code.NOT_FOUND, f"dependency {dependency} is not a known session")
+        return refuse_image(self.state.directory, cmd.spec) or refuse(
+            self.state.directory, cmd.owner, cmd.spec
+        )
 
     async def terminate_session(self, cmd: TerminateSession, ctx: HandlerContext) -> Decision:
         """PENDING: cancelled at once. Placed: TERMINATING, and each kernel's node ledger asks

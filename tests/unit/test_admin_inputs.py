@@ -62,7 +62,7 @@ def test_null_slots_are_not_named_and_no_input_is_unlimited() -> None:
     ("given", "message"),
     [
         (SlotLimitsInput(cpu="-1"), "totalResourceSlots.cpu must not be negative"),
-        (SlotLimitsInput(cpu="lots"), "totalResourceSlots.cpu 'lots' is not a number"),
+        (SlotLimitsInput(cpu="lots"), "totalResourceSlots.cpu 'lots' is not a plain number"),
         (SlotLimitsInput(cpu="0.0001"), "finer than 1/1000 of a core"),
         (SlotLimitsInput(memory="-2g"), "totalResourceSlots.memory must not be negative"),
         (SlotLimitsInput(memory="2 parsecs"), "totalResourceSlots.memory '2 parsecs' is not"),

@@ -20,7 +20,10 @@ from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
 from schemas.session import SessionSpec
 
 ACTOR = Actor(kind=ActorKind.USER, id="u-1")
-SPEC = {"image": "python:3.12", "kernels": [{"resources": {"cpu_milli": 1000}}]}
+SPEC = {
+    "image": "python:3.12",
+    "kernels": [{"resources": {"cpu_milli": 1000, "memory_bytes": 64 << 20}}],
+}
 
 
 def create(**overrides: object) -> CreateSession:

@@ -38,11 +38,29 @@ def test_memory_sizes(text: str, expected: int) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"memory": "-64m"}, "memory must be more than zero"),
+        ({"memory": "-64m"}, "memory must not be negative"),
         ({"memory": "lots"}, "is not a size"),
         ({"cpu": "-1"}, "cpu must not be negative"),
-        ({"cpu": "0.0005"}, "finer than 1/1000"),
-        ({"gpu": "0.001"}, "finer than 1/100"),
+        ({"cpu": "0.0005"}, "finer than 0.001 of a core"),
+        ({"gpu": "0.001"}, "GPUs are given in steps of 0.01 of a device"),
+        # What the issue found accepted: each refused, naming the rule or the limit.
+        ({"cpu": "1e400"}, "cpu '1e400' is not a plain number"),
+        ({"cpu": "99999999999999999999"}, "above the most one kernel may ask for: 4096 cores"),
+        ({"gpu": "1e400"}, "gpu '1e400' is not a plain number"),
+        ({"memory": "99999999999999999999t"}, "above the most one kernel may ask for"),
+        ({"cpu": "0"}, "below the least a container can be given: 0.01 of a core"),
+        ({"cpu": "0.001"}, "below the least a container can be given: 0.01 of a core"),
+        ({"memory": "1"}, "below the least a container can be given: 6 MiB"),
+        ({"memory": "1k"}, "below the least a container can be given: 6 MiB"),
+        ({"memory": "0.0000001"}, "below the least a container can be given: 6 MiB"),
+        ({"cpu": "NaN"}, "cpu 'NaN' is not a plain number"),
+        ({"cpu": "Infinity"}, "is not a plain number"),
+        ({"cpu": "\u0661"}, "is not a plain number"),  # ARABIC-INDIC DIGIT ONE
+        ({"memory": "\u0661\u0662m"}, "is not a size"),
+        ({"env": {"A": "x\x00y"}}, r"spec\.env\.A contains a control character \(U\+0000\)"),
+        ({"command": ["sh", "-c", "true\x00"]}, r"spec\.command\[2\] contains a control character"),
+        ({"image": "busybox\x00"}, "image"),
+        ({"env": {"\u00e9": "x"}}, "environment variable name"),
         ({"image": ""}, "image"),
         ({"env": {"1BAD": "x"}}, "environment variable name"),
         (

@@ -23,7 +23,10 @@ from schemas.session import (
     result_of,
 )
 
-BASE: dict[str, Any] = {"image": "python:3.12", "kernels": [{"resources": {"cpu_milli": 1000}}]}
+BASE: dict[str, Any] = {
+    "image": "python:3.12",
+    "kernels": [{"resources": {"cpu_milli": 1000, "memory_bytes": 64 << 20}}],
+}
 S = SessionStatus
 
 

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from decimal import Decimal
 from enum import StrEnum
 from typing import TypeVar
 
 import strawberry
 
+from schemas.bounds import (
+    CEILING,
+    CEILINGS,
+    DEFAULT_LIMITS,
+    BoundsError,
+    control_character,
+    memory_bytes,
+)
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 from schemas.tenancy import (
     MAX_STARVATION_S,
@@ -31,9 +38,6 @@ from services.gateway.inputs import InputError, parse_amount
 
 E = TypeVar("E", bound=StrEnum)
 
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-# Like services.gateway.inputs' sizes, but a limit may be zero ("no memory at all").
-_SIZE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(?:\.[^@\s.]+)+$")
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
@@ -78,14 +82,11 @@ class StoragePolicyInput:
 
 
 def parse_size(field: str, text: str) -> int:
-    """``"512m"``, ``"2GiB"``, ``"0"`` → bytes; negative sizes are refused."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise InputError(f"{field} {text!r} is not a size: use bytes or a unit, e.g. 512m or 2g")
-    amount = Decimal(match.group(1)) * _UNITS[match.group(2).lower()]
-    if amount < 0:
-        raise InputError(f"{field} must not be negative, got {text!r}")
-    return int(amount)
+    """``"512m"``, ``"2GiB"``, ``"0"`` → bytes (a limit may be zero: "no memory at all")."""
+    try:
+        return memory_bytes(text, CEILINGS, least=0)
+    except BoundsError as exc:
+        raise InputError(str(exc).replace("memory", field, 1)) from None
 
 
 def parse_quanta(field: str, text: str, quantum: int, unit: str) -> int:
@@ -93,6 +94,8 @@ def parse_quanta(field: str, text: str, quantum: int, unit: str) -> int:
     amount = parse_amount(field, text) * quantum
     if amount != amount.to_integral_value():
         raise InputError(f"{field} {text!r} is finer than 1/{quantum} of a {unit}")
+    if amount >= CEILING:
+        raise InputError(f"{field} {text!r} is more than Jetyard can count")
     return int(amount)
 
 
@@ -122,14 +125,16 @@ def _maybe(text: str | None, parse: Callable[[str], int]) -> int | None:
     return None if text is None else parse(text)
 
 
-def count(field: str, value: int | None, *, least: int = 0, most: int | None = None) -> None:
-    """Refuse an integer limit out of range, naming the field."""
+def count(
+    field: str, value: int | None, *, least: int = 0, most: int = DEFAULT_LIMITS.max_count
+) -> None:
+    """Refuse an integer limit out of range, naming the field (every count has a maximum)."""
     if value is None:
         return
     if value < least:
         what = "negative" if least == 0 else f"less than {least}"
         raise InputError(f"{field} must not be {what}, got {value}")
-    if most is not None and value > most:
+    if value > most:
         raise InputError(f"{field} must be at most {most}, got {value}")
 
 
@@ -140,8 +145,9 @@ def keypair_limits(given: KeypairPolicyInput) -> KeypairPolicyLimits:
     count("keypair.maxConcurrentSessions", given.max_concurrent_sessions)
     count("keypair.maxPendingSessions", given.max_pending_sessions)
     count("keypair.maxContainersPerSession", given.max_containers_per_session, least=1)
-    count("keypair.maxSessionLifetimeS", given.max_session_lifetime_s, least=1)
-    count("keypair.idleTimeoutS", given.idle_timeout_s, least=1)
+    seconds = DEFAULT_LIMITS.max_seconds
+    count("keypair.maxSessionLifetimeS", given.max_session_lifetime_s, least=1, most=seconds)
+    count("keypair.idleTimeoutS", given.idle_timeout_s, least=1, most=seconds)
     count("keypair.maxPriority", given.max_priority, most=SESSION_PRIORITY_MAX)
     return KeypairPolicyLimits(
         total_resource_slots=slot_limits("keypair.totalResourceSlots", given.total_resource_slots),
@@ -228,12 +234,14 @@ def choice(field: str, text: str, kind: type[E]) -> E:
 
 def email(text: str) -> str:
     value = text.strip()
-    if len(value) > 254 or not _EMAIL.match(value):
+    if len(value) > 254 or not _EMAIL.match(value) or control_character(value) is not None:
         raise InputError(f"email {text!r} is not an email address, e.g. ada@example.org")
     return value
 
 
 def password(text: str) -> str:
+    if "\x00" in text:
+        raise InputError("password must not contain a NUL character")
     if not MIN_PASSWORD <= len(text) <= MAX_PASSWORD:
         raise InputError(
             f"password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters, got {len(text)}"

@@ -12,7 +12,7 @@ from commands.outcome import Code, Rejected
 from commands.quota import Quota
 from schemas.resources import ZERO, ResourceSlots
 from schemas.session import SessionSpec
-from schemas.tenancy import DefaultForUnspecified, SessionOwner
+from schemas.tenancy import DefaultForUnspecified, SessionOwner, image_id_for
 from services.scheduler.rules.admission import amount_text, hard_limit_exceeded
 
 
@@ -65,6 +65,40 @@ def refuse(directory: Directory, owner: SessionOwner, spec: SessionSpec) -> Reje
     over = hard_limit_exceeded(owner, spec.total, directory)
     if over is not None:
         return Rejected(Code.QUOTA, f"the session {over}")
+    return None
+
+
+def refuse_image(directory: Directory, spec: SessionSpec) -> Rejected | None:
+    """A registered image's rules: a forgotten image may not be used, and each kernel asks
+    for at least the image's minimum and at most its maximum. (An image no administrator
+    registered runs wherever an agent reports it, with no bounds of its own.)"""
+    image = directory.images.get(image_id_for(spec.image))
+    if image is None:
+        return None
+    if image.forgotten:
+        return Rejected(
+            Code.INVALID, f"image {spec.image} was unregistered by an administrator: choose another"
+        )
+    least, most = image.min_resources, image.max_resources
+    for kernel in spec.kernels:
+        asked = kernel.resources
+        for slot, amount, minimum in (
+            ("cpu", asked.cpu_milli, least.cpu_milli),
+            ("memory", asked.memory_bytes, least.memory_bytes),
+            ("gpu", asked.gpu_hundredths, least.gpu_hundredths),
+        ):
+            if amount < minimum:
+                return Rejected(
+                    Code.INVALID,
+                    f"image {spec.image} needs at least {amount_text(slot, minimum)} {slot} "
+                    f"per kernel; the session asks for {amount_text(slot, amount)}",
+                )
+        for slot, amount, limit in most.over(asked, DefaultForUnspecified.UNLIMITED):
+            return Rejected(
+                Code.INVALID,
+                f"image {spec.image} allows at most {amount_text(slot, limit)} {slot} "
+                f"per kernel; the session asks for {amount_text(slot, amount)}",
+            )
     return None
 
 
