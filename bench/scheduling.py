@@ -82,7 +82,7 @@ async def measure(settings: NatsSettings, sessions: int, window: int) -> dict[st
     commands = CommandBus(bus)
     actor = Actor.service("bench")
     spec = SessionSpec(
-        image=IMAGE, kernels=(KernelSpec(resources=ResourceSlots.of(cpu="0.1", memory=1 << 20)),)
+        image=IMAGE, kernels=(KernelSpec(resources=ResourceSlots.of(cpu="0.1", memory=64 << 20)),)
     )
     store = EventStore(bus)
     # Sessions need an owner: one keypair whose policy limits nothing, so admission (which

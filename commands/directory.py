@@ -79,7 +79,6 @@ class Directory(FoldedState):
         self.policies: dict[str, ResourcePolicy] = {}
         self.groups: dict[str, ResourceGroup] = {}
         self.images: dict[str, Image] = {}
-        self.broken: set[str] = set()
         """Subjects whose events this code cannot fold; nothing is decided on them."""
         self._created_by: dict[str, str] = {}
         self._by_type: dict[AggregateType, dict[str, Any]] = {
@@ -95,25 +94,28 @@ class Directory(FoldedState):
     # ---- folding -------------------------------------------------------------------------
 
     def evolve(self, event: StoredEvent) -> None:
+        # An event that cannot be applied raises: the fold holds the aggregate (quarantine)
+        # and calls ``forget``, so the directory never answers from half an aggregate.
         envelope = event.envelope
         table = self._by_type.get(envelope.aggregate_type)
-        if table is None or envelope.subject in self.broken:
+        if table is None:
             return
-        try:
-            known: Aggregate | None = table.get(envelope.aggregate_id)
-            if known is None:
-                created = CLASSES[envelope.aggregate_type].rehydrate([envelope])
-                assert created is not None
-                table[created.id] = created
-                self._created_by[envelope.subject] = envelope.causation_id
-            else:
-                known.evolve([envelope])
-        except Exception as exc:
-            # One unreadable aggregate (newer code wrote it, or not Jetyard) must not stop
-            # the gateway or the scheduler; it is left out and said loudly.
-            self.broken.add(envelope.subject)
-            table.pop(envelope.aggregate_id, None)
-            log.warning("cannot fold %s (seq %d): %s", envelope.subject, event.seq, exc)
+        known: Aggregate | None = table.get(envelope.aggregate_id)
+        if known is None:
+            created = CLASSES[envelope.aggregate_type].rehydrate([envelope])
+            assert created is not None
+            table[created.id] = created
+            self._created_by[envelope.subject] = envelope.causation_id
+        else:
+            known.evolve([envelope])
+
+    def forget(self, subject: str) -> None:
+        self.broken.add(subject)
+        parts = subject.split(".", 2)
+        if len(parts) == 3:
+            for kind, table in self._by_type.items():
+                if kind == parts[1]:
+                    table.pop(parts[2], None)
 
     def is_broken(self, kind: AggregateType, aggregate_id: str) -> bool:
         return event_subject(kind, aggregate_id) in self.broken

@@ -26,6 +26,7 @@ from schemas.subjects import (
     PARKED_PREFIX,
     PARKED_STREAM,
     PEOPLE_BUCKET,
+    QUARANTINE_BUCKET,
     QUEUES_BUCKET,
     SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
@@ -158,6 +159,7 @@ def bucket_configs(settings: NatsSettings) -> tuple[api.KeyValueConfig, ...]:
             SECRETS_BUCKET,
             PEOPLE_BUCKET,
             CREDENTIALS_BUCKET,
+            QUARANTINE_BUCKET,
         )
     )
     # Derived state, replaced whole by the scheduler; no TTL: an idle group's empty queue stays.

@@ -24,21 +24,35 @@ from events.bus import Bus
 from events.cancelling import cancelling
 from events.direct import RawMessage
 from events.envelope import StoredEvent
+from events.quarantine import Poison, Quarantine, record_quietly
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef, Committed, Write
+from schemas.subjects import EVENT_NAME_HEADER
 
 log = logging.getLogger(__name__)
 
 
 class FoldedState(ABC):
-    """Base for state folded from the log. Subclasses implement ``evolve``."""
+    """Base for state folded from the log. Subclasses implement ``evolve``.
+
+    An event ``evolve`` cannot apply (or the fold cannot decode) holds its aggregate: the
+    subject goes into ``broken``, ``forget`` drops what was folded of it, later events of it
+    are skipped, and the event waits in ``poisoned`` until the fold records it in the
+    quarantine. Nothing else stops."""
+
+    consumer = "consumer"
+    """The name quarantined events are recorded under."""
 
     def __init__(self, position: int = 0, guards: dict[str, int] | None = None) -> None:
         self.position = position
         """The last stream sequence folded from the tail."""
         self.guards: dict[str, int] = dict(guards or {})
         """Subject -> sequence of the last event applied for that aggregate (own writes too)."""
+        self.broken: set[str] = set()
+        """Subjects held after an event that could not be folded: never decided on."""
+        self.poisoned: list[Poison] = []
+        """Events held since the fold last recorded them in the quarantine."""
 
     def guard(self, aggregate: AggregateRef) -> int:
         """The expected sequence for the next write to ``aggregate`` (0: not seen, so create)."""
@@ -49,9 +63,31 @@ class FoldedState(ABC):
         subject = event.envelope.subject
         if event.seq <= self.guards.get(subject, 0):
             return False
-        self.evolve(event)
         self.guards[subject] = event.seq
+        if subject in self.broken:
+            return False
+        try:
+            self.evolve(event)
+        except Exception as exc:
+            self.hold(subject, event.seq, event.envelope.name, exc)
+            return False
         return True
+
+    def hold(self, subject: str, seq: int, name: str, exc: BaseException) -> None:
+        """Stop folding ``subject``: it cannot be read past ``seq``."""
+        self.guards[subject] = max(seq, self.guards.get(subject, 0))
+        first = subject not in self.broken
+        self.broken.add(subject)
+        if first:
+            self.forget(subject)
+        self.poisoned.append(Poison.of(seq, self.consumer, subject, name, exc))
+
+    def forget(self, subject: str) -> None:  # noqa: B027 (a hook: most states keep nothing)
+        """Drop what was folded of a held aggregate (override where state keeps it)."""
+
+    def take_poisoned(self) -> list[Poison]:
+        taken, self.poisoned = self.poisoned, []
+        return taken
 
     @abstractmethod
     def evolve(self, event: StoredEvent) -> None:
@@ -69,8 +105,13 @@ class Fold(Generic[S]):
         *,
         subjects: list[str] | None = None,
         batch: int = 256,
+        consumer: str | None = None,
     ) -> None:
         self.state = state
+        if consumer is not None:
+            state.consumer = consumer
+        self._bus = bus
+        self._quarantine: Quarantine | None = None
         self._store = EventStore(bus)
         self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
         self.caught_up = asyncio.Event()
@@ -80,14 +121,32 @@ class Fold(Generic[S]):
         unseen = self._unseen(await self._tail.fetch_raw(timeout))
         applied = [e for e in unseen if self.state.apply(e)]
         self.state.position = max(self.state.position, self._tail.position)
+        await self.record_poisoned()
         return applied
 
     def _unseen(self, messages: list[RawMessage]) -> list[StoredEvent]:
         """The messages not applied yet, decoded. An echo of an own write (applied from its
         ack) is recognised by its subject and sequence and never decoded: a writer folding
         its own log would otherwise decode most of what it reads for nothing."""
-        guards = self.state.guards
-        return [decode(m) for m in messages if m.seq > guards.get(m.subject, 0)]
+        guards, state = self.state.guards, self.state
+        unseen = []
+        for message in messages:
+            if message.seq <= guards.get(message.subject, 0):
+                continue
+            try:
+                unseen.append(decode(message))
+            except Exception as exc:  # not an envelope at all: hold its subject
+                name = message.headers.get(EVENT_NAME_HEADER, "")
+                state.hold(message.subject, message.seq, name, exc)
+        return unseen
+
+    async def record_poisoned(self) -> None:
+        """Keep what the state held since the last call in the quarantine."""
+        poisoned = self.state.take_poisoned()
+        if poisoned:
+            if self._quarantine is None:
+                self._quarantine = await Quarantine.open(self._bus)
+            await record_quietly(self._quarantine, poisoned)
 
     async def catch_up(self, *, timeout: float = 1.0) -> int:
         """Fold everything up to the log's end as read now; afterwards ``caught_up`` is set."""
@@ -102,6 +161,7 @@ class Fold(Generic[S]):
             for event in self._unseen(await self._tail.fetch_raw(timeout)):
                 self.state.apply(event)
             self.state.position = max(self.state.position, self._tail.position)
+            await self.record_poisoned()
         self.caught_up.set()
         return target
 

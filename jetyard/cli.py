@@ -9,11 +9,13 @@ import json
 import os
 import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from commands.asyncapi import build_document, differences, render
 from events.bus import ServerUnsuitableError, connect, ensure_streams
-from events.store import EventStore
+from events.quarantine import Quarantine
+from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
 from jetyard.natsserver import NatsServer
@@ -54,15 +56,43 @@ async def _log(args: argparse.Namespace) -> int:
         end = await store.stream_last_seq()
         tail = Tail(bus, from_seq=args.from_seq)
         while tail.position < end:
-            batch = await tail.fetch(timeout=2.0)
+            batch = await tail.fetch_raw(timeout=2.0)
             if not batch:
                 break
-            for event in batch:
-                print(event.seq, event.envelope.model_dump_json())
+            for message in batch:
+                try:
+                    print(message.seq, decode(message).envelope.model_dump_json())
+                except Exception as exc:  # the log keeps what no code can read: say so
+                    unreadable = {"subject": message.subject, "unreadable": repr(exc)[:300]}
+                    print(message.seq, json.dumps(unreadable))
         await tail.close()
     finally:
         await bus.close()
     return 0
+
+
+async def _quarantine(args: argparse.Namespace) -> int:
+    """List what consumers quarantined, or release one entry."""
+    bus = await connect(_settings(args), name="jetyard-quarantine")
+    try:
+        quarantine = await Quarantine.open(bus)
+        if args.action == "release":
+            if args.consumer is None or args.seq is None:
+                print("jetyard: release needs --consumer and --seq", file=sys.stderr)
+                return 2
+            if not await quarantine.release(args.consumer, args.seq):
+                print(f"jetyard: {args.consumer} has nothing quarantined at seq {args.seq}")
+                return 1
+            print(f"released seq {args.seq} of {args.consumer}: restart it to fold it again")
+            return 0
+        entries = await quarantine.entries()
+        for poison in entries:
+            print(json.dumps(asdict(poison)))
+        if not entries:
+            print("nothing is quarantined", file=sys.stderr)
+        return 0
+    finally:
+        await bus.close()
 
 
 async def _projections(args: argparse.Namespace) -> int:
@@ -156,6 +186,12 @@ def parser() -> argparse.ArgumentParser:
     )
     projections = with_nats(sub.add_parser("projections", help="read-model maintenance"))
     projections.add_argument("action", choices=["rebuild"], help="rebuild every view from the log")
+    quarantine = with_nats(
+        sub.add_parser("quarantine", help="events consumers could not fold (list, release)")
+    )
+    quarantine.add_argument("action", choices=["list", "release"], nargs="?", default="list")
+    quarantine.add_argument("--consumer", help="release: the consumer named in the list")
+    quarantine.add_argument("--seq", type=int, help="release: the event's stream sequence")
     serve = sub.add_parser("serve", help="run one service against an external NATS (JETYARD_*)")
     serve.add_argument("service", choices=sorted(SERVICES))
     asyncapi = sub.add_parser("asyncapi", help="the AsyncAPI document of every subject (JSON)")
@@ -192,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
             return _nats(args)
-        command = {"streams": _streams, "log": _log, "projections": _projections}[args.command]
+        command = {
+            "streams": _streams,
+            "log": _log,
+            "projections": _projections,
+            "quarantine": _quarantine,
+        }[args.command]
         return asyncio.run(command(args))
     except (ConnectionError, ServerUnsuitableError, DataDirBusyError, ValueError) as exc:
         print(f"jetyard: {exc}", file=sys.stderr)

@@ -13,18 +13,24 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from events.bus import Bus
+from events.direct import RawMessage
 from events.envelope import StoredEvent
-from events.store import EventStore
+from events.quarantine import Poison, Quarantine, record_quietly
+from events.store import EventStore, decode
 from events.tail import Tail
 from projections.base import Position, View, positions_metadata, read_positions, write_position
 from projections.db import writing
 from projections.views import VIEWS
+from schemas.subjects import EVENT_NAME_HEADER
 
 log = logging.getLogger(__name__)
+
+OUTAGE = (OperationalError, InterfaceError, OSError, ConnectionError)
+"""The database being away: waited out by ``run``, never taken for a poisoned event."""
 
 
 async def create_tables(
@@ -66,6 +72,11 @@ class Projector:
         self._positions: dict[str, int] = {}
         self._tail: Tail | None = None
         self._advanced = asyncio.Condition()
+        self.consumer = f"projections{suffix}"
+        self._held: set[str] = set()
+        """Subjects with a quarantined event: their later events are not applied either."""
+        self._quarantine: Quarantine | None = None
+        self._poisoned: list[Poison] = []
 
     def key(self, view: View) -> str:
         """The view's row in ``projection_positions`` (a shadow's carries its suffix)."""
@@ -88,6 +99,9 @@ class Projector:
             for view in self._views:
                 if self.key(view) not in stored:
                     await write_position(conn, self.key(view), view.version, 0)
+        self._quarantine = await Quarantine.open(self._bus)
+        entries = await self._quarantine.entries()
+        self._held = {p.subject for p in entries if p.consumer == self.consumer}
         await self._sync()
         return self.position
 
@@ -125,17 +139,66 @@ class Projector:
             await self.start()
         assert self._tail is not None
         after = self._tail.position
-        events = await self._tail.fetch(timeout)
+        events = self._decoded(await self._tail.fetch_raw(timeout))
         if self._tail.position == after:
             await self._sync()  # idle: the moment to notice a swap nothing else would show
             return 0
+        position = self._tail.position
         try:
             # Even a batch the name filter emptied is committed: the position says how far
             # the views have read, which is what "caught up" and read-your-writes ask.
-            return await self.apply_batch(events, self._tail.position, after=after)
+            applied = await self.apply_batch(events, position, after=after)
+            await record_quietly(self._quarantine, self._take())
+            return applied
         except _Rewound:
             await self._sync()
             return 0
+        except OUTAGE:
+            raise
+        except Exception as exc:
+            log.warning("a batch after seq %d failed (%r): applying it event by event", after, exc)
+        return await self._one_by_one(events, position, after)
+
+    def _decoded(self, messages: Sequence[RawMessage]) -> list[StoredEvent]:
+        """The batch decoded; what does not decode, and what belongs to a held aggregate,
+        is left out (the former quarantined)."""
+        events: list[StoredEvent] = []
+        for message in messages:
+            if message.subject in self._held:
+                continue
+            try:
+                events.append(decode(message))
+            except Exception as exc:
+                self._poison(
+                    message.seq, message.subject, message.headers.get(EVENT_NAME_HEADER, ""), exc
+                )
+        return events
+
+    async def _one_by_one(self, events: Sequence[StoredEvent], position: int, after: int) -> int:
+        """Apply a failed batch one event per transaction: the event that fails is
+        quarantined and skipped (with the rest of its aggregate), the others go in."""
+        applied = 0
+        for event in events:
+            if event.envelope.subject in self._held:
+                continue
+            try:
+                applied += await self.apply_batch([event], event.seq)
+            except OUTAGE:
+                raise
+            except Exception as exc:
+                self._poison(event.seq, event.envelope.subject, event.name, exc)
+                await self.apply_batch([], event.seq)
+        await self.apply_batch([], position)
+        await record_quietly(self._quarantine, self._take())
+        return applied
+
+    def _poison(self, seq: int, subject: str, name: str, exc: Exception) -> None:
+        self._held.add(subject)
+        self._poisoned.append(Poison.of(seq, self.consumer, subject, name, exc))
+
+    def _take(self) -> list[Poison]:
+        taken, self._poisoned = self._poisoned, []
+        return taken
 
     async def apply_batch(
         self, events: Sequence[StoredEvent], position: int, *, after: int | None = None

@@ -28,6 +28,7 @@ PEOPLE_BUCKET = "jy-people"  # one key per person, sealing their personal data i
 CREDENTIALS_BUCKET = "jy-credentials"  # password hashes, by user id
 NONCES_BUCKET = "jy-nonces"  # signed requests seen within the date window (replays)
 LOGINS_BUCKET = "jy-logins"  # login tokens (by digest), expiring
+QUARANTINE_BUCKET = "jy-quarantine"  # events a consumer could not fold: kept until released
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"

@@ -47,6 +47,7 @@ class AccessLog:
                 access_subject(record.domain),
                 record.model_dump_json().encode(),
                 stream=ACCESS_STREAM,
+                timeout=2.0,  # a stalled NATS must not hold the answer up
             )
         except Exception as exc:
             log.error("could not store an access record (%r): %s", exc, record)

@@ -13,6 +13,7 @@ import uvicorn
 
 from commands.bus import CommandBus
 from events.bus import Bus, connect, ensure_streams
+from events.quarantine import Quarantine
 from events.queues import QueueBoard
 from projections.settings import ProjectionSettings
 from schemas.settings import NatsSettings, input_limits
@@ -88,6 +89,7 @@ async def open_services(
             quotas=quotas,
             email_key=email_key_of(key),
             limits=input_limits(),
+            quarantine=await Quarantine.open(bus),
             queues=queues,
         )
 

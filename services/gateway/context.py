@@ -12,6 +12,7 @@ from strawberry.types import Info
 from commands.authorisation import Principal
 from commands.bus import CommandBus
 from events.bus import Bus
+from events.quarantine import Quarantine
 from schemas.bounds import DEFAULT_LIMITS, InputLimits
 from services.gateway.settings import GatewaySettings
 from services.gateway.views import Views
@@ -44,6 +45,8 @@ class Services:
     """Key of the email digests (derived from the secrets key)."""
     queues: QueueBoard
     """Every group's waiting sessions in order, watched from ``jy-queues``."""
+    quarantine: Quarantine | None = None
+    """Events consumers could not fold (``jy-quarantine``): ``quarantine``, ``/healthz``."""
     limits: InputLimits = DEFAULT_LIMITS
     """The input maximums (``JETYARD_LIMIT_*``), the same the scheduler and tenancy check."""
 

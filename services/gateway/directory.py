@@ -19,7 +19,9 @@ log = logging.getLogger(__name__)
 class DirectoryFeed:
     def __init__(self, bus: Bus, *, poll_timeout_s: float = 1.0) -> None:
         self.directory = Directory()
-        self.fold = Fold(bus, self.directory, subjects=TENANCY_SUBJECTS)
+        self.fold = Fold(
+            bus, self.directory, subjects=TENANCY_SUBJECTS, consumer="gateway-directory"
+        )
         self._poll_timeout_s = poll_timeout_s
         self._follower = Follower(
             self.fold, EventStore(bus), poll_timeout_s=poll_timeout_s, retry_after_s=1.0

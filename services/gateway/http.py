@@ -6,15 +6,16 @@ Every HTTP request is authenticated before GraphQL sees it (a keypair signature 
 token; none at all reaches only ``login``), rate limited per keypair or user, and recorded in
 the access log with its outcome. WebSockets authenticate in ``connection_init``.
 
-``/asyncapi.json`` follows GraphQL introspection's rule: an API description needs no
-credentials (an anonymous ``__schema`` query is answered too), but it goes through the same
-middleware, so it is rate limited (per address when anonymous), recorded, and a request that
-does carry credentials must carry good ones.
+Without credentials only ``login`` (and the GraphiQL page, a GET with no query) is answered:
+introspection and ``/asyncapi.json`` need a signed-in caller like every other operation. A
+body that is not a GraphQL request is a 400 saying why (``services.gateway.requests``); NATS
+unreachable is a 503 ``unavailable`` at once; no input makes a 500.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -30,10 +31,18 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from commands.asyncapi import build_document
 from commands.authorisation import Principal
 from events.store import EventStore
+from schemas.ids import new_id
 from services.gateway.access import AccessRecord, now
 from services.gateway.auth.authenticate import AuthError, signed_target
 from services.gateway.auth.ratelimit import RateLimiter
 from services.gateway.context import Context, Services
+from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
+from services.gateway.requests import (
+    BadRequestError,
+    GraphQLRequest,
+    anonymous_allowed,
+    parse_body,
+)
 from services.gateway.schema import schema
 
 Scope = MutableMapping[str, Any]
@@ -41,6 +50,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger(__name__)
 
 PRINCIPAL_KEY = "jetyard.principal"
 BEARER_KEY = "jetyard.bearer"
@@ -103,6 +114,20 @@ class Authenticated:
         source = f"{client[0]}:{client[1]}" if client else "-"
         operation = f"{scope['method']} {scope['path']} {_operation_of(body)}".rstrip()
         services = self.services
+        request: GraphQLRequest | None = None
+        if scope["method"] == "POST":
+            try:
+                request = parse_body(body)
+            except BadRequestError as exc:
+                log.info("refused %s from %s: %s", operation, source, exc)
+                await _problem(send, 400, "bad-request", str(exc), {})
+                await _record(services, None, source, operation, "refused: bad-request")
+                return
+        if not services.bus.nc.is_connected:
+            # Said at once, not after a request's timeout: nothing here works without NATS.
+            await _problem(send, 503, UNAVAILABLE, UNAVAILABLE_MESSAGE, {"retry-after": "5"})
+            log.warning("refused %s from %s: NATS is unreachable", operation, source)
+            return
         principal: Principal | None = None
         if "authorization" in headers:
             try:
@@ -113,6 +138,18 @@ class Authenticated:
                 await _problem(send, 401, exc.code, exc.message, {})
                 await _record(services, None, source, operation, f"unauthenticated: {exc.code}")
                 return
+            except UNREACHABLE as exc:
+                log.warning("refused %s from %s: NATS failed (%r)", operation, source, exc)
+                await _problem(send, 503, UNAVAILABLE, UNAVAILABLE_MESSAGE, {"retry-after": "5"})
+                return
+        elif not _anonymous_may(scope, request):
+            message = (
+                "sign the request with a keypair, or send a login token "
+                "(Authorization: Bearer ...): without credentials only `login` is answered"
+            )
+            await _problem(send, 401, "unauthenticated", message, {})
+            await _record(services, None, source, operation, "unauthenticated: missing")
+            return
         key = (
             (principal.access_key or principal.user_id)
             if principal
@@ -152,7 +189,14 @@ class Authenticated:
                 sent_body.append(message.get("body", b""))
             await send(message)
 
-        await self.app(scope, replay, send_with_limits)
+        try:
+            await self.app(scope, replay, send_with_limits)
+        except Exception as exc:
+            if status:
+                raise  # the answer has begun: nothing sensible can replace it
+            code, message, http = _failure(exc, operation, source)
+            await _problem(send, http, code, message, limit_headers)
+            status.append(http)
         outcome = _outcome_of(status[0] if status else 500, b"".join(sent_body))
         await _record(services, principal, source, operation, outcome)
 
@@ -165,6 +209,26 @@ class Authenticated:
             if keypair is not None and keypair.rate_limit is not None:
                 return int(keypair.rate_limit)
         return settings.rate_limit
+
+
+def _anonymous_may(scope: Scope, request: GraphQLRequest | None) -> bool:
+    """Without credentials: the GraphiQL page (a GET with no query) and ``login``."""
+    if scope["path"] != "/graphql":
+        return False
+    if scope["method"] == "GET":
+        return b"query=" not in scope.get("query_string", b"")
+    return request is not None and anonymous_allowed(request)
+
+
+def _failure(exc: Exception, operation: str, source: str) -> tuple[str, str, int]:
+    """The answer to a request that failed outside GraphQL's own error handling: NATS gone
+    is ``unavailable`` (503); anything else is a bug, logged once with its id."""
+    if isinstance(exc, UNREACHABLE):
+        log.warning("%s from %s: NATS failed (%r)", operation, source, exc)
+        return UNAVAILABLE, UNAVAILABLE_MESSAGE, 503
+    incident = new_id()
+    log.exception("internal error %s in %s from %s", incident, operation, source)
+    return "internal", f"internal error {incident}: it is logged; please report it", 500
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -242,14 +306,24 @@ async def _problem(
 
 
 async def health(services: Services, store: EventStore) -> tuple[bool, dict[str, Any]]:
-    """Caught up = the views hold every event the log had when we asked."""
+    """Caught up = the views hold every event the log had when we asked. Quarantined events
+    make it "degraded": still serving (200), naming them, until an operator acts."""
     try:
         log_end = await store.stream_last_seq()
         views = await services.views.position()
+        held = [] if services.quarantine is None else await services.quarantine.entries()
     except Exception as exc:
-        return False, {"ok": False, "error": repr(exc)}
+        return False, {"ok": False, "status": "down", "error": repr(exc)}
     ok = views >= log_end and services.bus.nc.is_connected
-    return ok, {"ok": ok, "log_end": log_end, "views_position": views}
+    body: dict[str, Any] = {"ok": ok, "log_end": log_end, "views_position": views}
+    body["status"] = ("degraded" if held else "ok") if ok else "catching-up"
+    if held:
+        body["quarantined"] = [
+            {"consumer": p.consumer, "seq": p.seq, "subject": p.subject, "error": p.error}
+            for p in held[:20]
+        ]
+        body["quarantined_count"] = len(held)
+    return ok, body
 
 
 def build_app(services: Services) -> Starlette:

@@ -5,20 +5,28 @@ validation; reads and writes nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNamedType,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLSchema,
     InlineFragmentNode,
     IntValueNode,
     OperationDefinitionNode,
+    OperationType,
     SelectionSetNode,
     ValidationContext,
     ValidationRule,
     VariableNode,
+    get_named_type,
 )
 from strawberry.extensions import (
     AddValidationRules,
@@ -46,11 +54,17 @@ def cost_rule(max_cost: int) -> type[ValidationRule]:
                 for d in document.definitions
                 if isinstance(d, FragmentDefinitionNode)
             }
-            variables: dict[str, Any] = {}
+            schema = context.schema
+            roots = {
+                OperationType.QUERY: schema.query_type,
+                OperationType.MUTATION: schema.mutation_type,
+                OperationType.SUBSCRIPTION: schema.subscription_type,
+            }
+            walk = _Walk(schema, fragments)
             for definition in document.definitions:
                 if not isinstance(definition, OperationDefinitionNode):
                     continue
-                cost = _cost(definition.selection_set, fragments, variables, set())
+                cost = walk.cost(definition.selection_set, roots.get(definition.operation), set())
                 if cost > max_cost:
                     name = definition.name.value if definition.name else "the operation"
                     context.report_error(
@@ -63,38 +77,73 @@ def cost_rule(max_cost: int) -> type[ValidationRule]:
     return CostLimit
 
 
-def _cost(
-    selection: SelectionSetNode | None,
-    fragments: dict[str, FragmentDefinitionNode],
-    variables: dict[str, Any],
-    seen: set[str],
+class _Walk:
+    """The estimated cost of a selection, knowing each field's type: a list or a connection
+    asked for without ``first`` counts at its default page size, as the resolver serves it."""
+
+    def __init__(self, schema: GraphQLSchema, fragments: dict[str, FragmentDefinitionNode]) -> None:
+        self.schema = schema
+        self.fragments = fragments
+
+    def cost(
+        self, selection: SelectionSetNode | None, parent: GraphQLNamedType | None, seen: set[str]
+    ) -> int:
+        if selection is None:
+            return 0
+        total = 0
+        for node in selection.selections:
+            if isinstance(node, FieldNode):
+                field_type = _field_type(parent, node.name.value)
+                named = get_named_type(field_type) if field_type is not None else None
+                if node.selection_set:
+                    inner = self.cost(node.selection_set, named, seen)
+                    total += 1 + _page(node, field_type, parent) * inner
+                else:
+                    total += 1
+            elif isinstance(node, InlineFragmentNode):
+                total += self.cost(node.selection_set, self._type(node, parent), seen)
+            elif isinstance(node, FragmentSpreadNode):
+                name = node.name.value
+                if name in seen or name not in self.fragments:
+                    continue  # a cycle is the validator's error to report, not ours
+                fragment = self.fragments[name]
+                inner_type = self._type(fragment, parent)
+                total += self.cost(fragment.selection_set, inner_type, seen | {name})
+        return total
+
+    def _type(
+        self, node: InlineFragmentNode | FragmentDefinitionNode, parent: GraphQLNamedType | None
+    ) -> GraphQLNamedType | None:
+        condition = node.type_condition
+        return parent if condition is None else self.schema.get_type(condition.name.value)
+
+
+def _field_type(parent: GraphQLNamedType | None, name: str) -> GraphQLOutputType | None:
+    if isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
+        field = parent.fields.get(name)
+        return field.type if field is not None else None
+    return None
+
+
+def _page(
+    node: FieldNode, field_type: GraphQLOutputType | None, parent: GraphQLNamedType | None
 ) -> int:
-    if selection is None:
-        return 0
-    total = 0
-    for node in selection.selections:
-        if isinstance(node, FieldNode):
-            inner = _cost(node.selection_set, fragments, variables, seen)
-            total += 1 + _page(node) * inner if node.selection_set else 1
-        elif isinstance(node, InlineFragmentNode):
-            total += _cost(node.selection_set, fragments, variables, seen)
-        elif isinstance(node, FragmentSpreadNode):
-            name = node.name.value
-            if name in seen or name not in fragments:
-                continue  # a cycle is the validator's error to report, not ours
-            total += _cost(fragments[name].selection_set, fragments, variables, seen | {name})
-    return total
-
-
-def _page(node: FieldNode) -> int:
     for argument in node.arguments or ():
         if argument.name.value == "first":
             if isinstance(argument.value, IntValueNode):
                 return max(1, int(argument.value.value))
             if isinstance(argument.value, VariableNode):
                 return DEFAULT_PAGE * 10  # unknown until run: assume a large page
-    # Unpaged lists (nodes, users...) are bounded by what the cluster holds, and depth and
-    # token limits bound how many of them one request nests.
+    # A list without ``first`` is served a default page (or all of a bounded list, such as
+    # a session's kernels): it costs that many of what it selects.
+    if parent is not None and parent.name.endswith("Connection"):
+        return 1  # a connection's edges are its page, counted on the connection
+    unwrapped = field_type.of_type if isinstance(field_type, GraphQLNonNull) else field_type
+    if isinstance(unwrapped, GraphQLList):
+        return DEFAULT_PAGE
+    named = get_named_type(field_type) if field_type is not None else None
+    if named is not None and named.name.endswith("Connection"):
+        return DEFAULT_PAGE
     return 1
 
 

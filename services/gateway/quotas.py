@@ -84,7 +84,9 @@ class QuotaUse:
         retry_after_s: float = RETRY_AFTER_S,
     ) -> None:
         self.state = QuotaHoldings()
-        self.fold = Fold(bus, self.state, subjects=[events_of(AggregateType.QUOTA)])
+        self.fold = Fold(
+            bus, self.state, subjects=[events_of(AggregateType.QUOTA)], consumer="gateway-quotas"
+        )
         self._poll_timeout_s = poll_timeout_s
         self._follower = Follower(
             self.fold, EventStore(bus), poll_timeout_s=poll_timeout_s, retry_after_s=retry_after_s

@@ -6,11 +6,11 @@ says what it reads and writes; every resolver authorises its caller
 
 from __future__ import annotations
 
-import strawberry
 from strawberry.tools import merge_types
 
 from services.gateway.account_schema import AccountMutation, AccountQuery
 from services.gateway.admin_schema import AdminMutation, AdminQuery
+from services.gateway.errors import ErrorCodes, JetyardSchema
 from services.gateway.limits import limits
 from services.gateway.session_mutations import SessionMutation
 from services.gateway.session_queries import SessionQuery
@@ -18,6 +18,9 @@ from services.gateway.session_subscription import Subscription
 
 Query = merge_types("Query", (SessionQuery, AdminQuery, AccountQuery))
 Mutation = merge_types("Mutation", (SessionMutation, AdminMutation, AccountMutation))
-schema = strawberry.Schema(
-    query=Query, mutation=Mutation, subscription=Subscription, extensions=limits()
+schema = JetyardSchema(
+    query=Query,
+    mutation=Mutation,
+    subscription=Subscription,
+    extensions=[*limits(), ErrorCodes],
 )

@@ -87,6 +87,7 @@ class NodeAgent:
                 event_subject(AggregateType.NODE, self.node_id),
                 event_subject(AggregateType.AGENT, self.node_id),
             ],
+            consumer=f"agent-{self.node_id}",
         )
         self._dirty = asyncio.Event()
         self._answered_loss = 0

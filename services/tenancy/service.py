@@ -44,7 +44,7 @@ class TenancyService:
     ) -> None:
         self.settings = settings = settings or TenancySettings()
         self.directory = Directory()
-        self.fold = Fold(bus, self.directory, subjects=TENANCY_SUBJECTS)
+        self.fold = Fold(bus, self.directory, subjects=TENANCY_SUBJECTS, consumer="tenancy")
         self.store = EventStore(bus)
         self.decider = TenancyDecider(self.store, self.directory, attempts=settings.attempts)
         handlers: dict[type[Command], Handler] = dict.fromkeys(DECIDERS, self.handle)

@@ -81,7 +81,7 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
                     "input": {
                         "image": TEST_IMAGE,
                         "cpu": "0.01",
-                        "memory": "1m",
+                        "memory": "6m",
                         "clientCommandId": command_id,
                     }
                 },
@@ -120,7 +120,7 @@ def test_up_killed_during_a_burst_loses_and_duplicates_nothing(tmp_path: Path) -
                 input={
                     "image": TEST_IMAGE,
                     "cpu": "0.01",
-                    "memory": "1m",
+                    "memory": "6m",
                     "clientCommandId": command_id,
                 },
             )

@@ -46,7 +46,8 @@ StartRunner = Callable[..., Awaitable[CommandRunner]]
 
 
 def create_cmd(image: str = "python:3.12") -> CreateSession:
-    spec = SessionSpec(image=image, kernels=(KernelSpec(resources={"cpu_milli": 500}),))
+    need = {"cpu_milli": 500, "memory_bytes": 64 << 20}
+    spec = SessionSpec(image=image, kernels=(KernelSpec(resources=need),))
     return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec)
 
 

@@ -32,7 +32,7 @@ from tests.integration.scheduler_support import (
 )
 from tests.tenancy_support import make_tenancy
 
-NEED = ResourceSlots(cpu_milli=500, memory_bytes=1 << 20)
+NEED = ResourceSlots(cpu_milli=500, memory_bytes=64 << 20)
 
 
 @pytest.fixture

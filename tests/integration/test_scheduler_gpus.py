@@ -35,7 +35,7 @@ from tests.tenancy_support import make_tenancy
 
 
 def share(hundredths: int) -> ResourceSlots:
-    return ResourceSlots(cpu_milli=100, memory_bytes=1 << 20, gpu_hundredths=hundredths)
+    return ResourceSlots(cpu_milli=100, memory_bytes=64 << 20, gpu_hundredths=hundredths)
 
 
 async def group_owner(store: EventStore, **settings: object) -> tuple[str, SessionOwner]:

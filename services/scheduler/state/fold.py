@@ -7,17 +7,14 @@ pass when one could now decide something new.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from commands.directory import TENANCY_TYPES
-from events.envelope import Envelope, StoredEvent
+from events.envelope import StoredEvent
 from schemas.subjects import AggregateType
 from services.scheduler.state import agents, nodes, quotas, sessions, tenancy
 from services.scheduler.state.model import StateModel
 from services.scheduler.state.questions import Questions
-
-log = logging.getLogger(__name__)
 
 EVOLVE: dict[AggregateType, Callable[[StateModel, StoredEvent], None]] = {
     AggregateType.SESSION: sessions.evolve,
@@ -30,29 +27,29 @@ EVOLVE: dict[AggregateType, Callable[[StateModel, StoredEvent], None]] = {
 
 
 class SchedulerState(Questions):
-    def evolve(self, event: StoredEvent) -> None:
-        envelope = event.envelope
-        if envelope.subject in self.broken:
-            return
-        family = EVOLVE.get(envelope.aggregate_type)
-        if family is None:
-            return
-        try:
-            family(self, event)
-        except Exception as exc:
-            # One unreadable aggregate (written by newer code, or not by Jetyard) must not
-            # stop scheduling for every other one; it is left alone and said loudly.
-            self.broken.add(envelope.subject)
-            self._forget(envelope)
-            log.warning("cannot fold %s (seq %d): %s", envelope.subject, event.seq, exc)
+    consumer = "scheduler"
 
-    def _forget(self, envelope: Envelope) -> None:
-        if envelope.aggregate_type is AggregateType.SESSION:
-            tracked = self.sessions.pop(envelope.aggregate_id, None)
+    def evolve(self, event: StoredEvent) -> None:
+        # An event a family cannot apply raises: ``FoldedState.apply`` holds its aggregate
+        # (one unreadable aggregate must not stop scheduling for every other one).
+        family = EVOLVE.get(event.envelope.aggregate_type)
+        if family is not None:
+            family(self, event)
+
+    def forget(self, subject: str) -> None:
+        parts = subject.split(".", 2)
+        if len(parts) != 3:
+            return
+        kind, aggregate_id = parts[1], parts[2]
+        if kind == AggregateType.SESSION:
+            tracked = self.sessions.pop(aggregate_id, None)
             if tracked is not None:
                 for queue in [*self.waiting.values(), *self.unadmitted.values()]:
-                    queue.pop(envelope.aggregate_id, None)
-        elif envelope.aggregate_type is AggregateType.NODE:
-            self.nodes.pop(envelope.aggregate_id, None)
-        elif envelope.aggregate_type is AggregateType.QUOTA:
-            self.quotas.pop(envelope.aggregate_id, None)
+                    queue.pop(aggregate_id, None)
+                self.timed.pop(aggregate_id, None)
+        elif kind == AggregateType.NODE:
+            self.nodes.pop(aggregate_id, None)
+        elif kind == AggregateType.QUOTA:
+            self.quotas.pop(aggregate_id, None)
+        elif kind in {t.value for t in TENANCY_TYPES}:
+            self.directory.forget(subject)

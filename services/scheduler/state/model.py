@@ -109,8 +109,6 @@ class StateModel(FoldedState):
         """The earliest time a pass must run again by itself (a start time, a timeout)."""
         self.queues: dict[str, list[str]] = {}
         """Resource group -> the sessions the last pass left waiting, in queue order."""
-        self.broken: set[str] = set()
-        """Subjects whose events this code cannot fold; never decided on (and said loudly)."""
         self.image_holders: dict[str, set[str]] = {}
         """Image -> the agents that report it."""
         self.agents_to_check: dict[str, None] = {}

@@ -1,0 +1,125 @@
+"""The quarantine: events a consumer could not decode or apply, kept in the ``jy-quarantine``
+bucket (one key per consumer and stream sequence, no TTL) so operators see them
+(GraphQL ``quarantine``, ``jetyard quarantine``, ``/healthz`` degraded).
+
+The log is immutable, so such an event would stop its consumer on every restart. Instead the
+consumer records it here, leaves its aggregate alone from then on (decides nothing more about
+it, folds none of its later events) and goes on with every other aggregate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+import nats.errors
+import nats.js.errors
+from nats.js.kv import KeyValue
+
+from events.bus import Bus
+from schemas.subjects import QUARANTINE_BUCKET
+
+log = logging.getLogger(__name__)
+
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_=-]")
+MAX_ERROR = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Poison:
+    """One event a consumer could not fold."""
+
+    seq: int
+    consumer: str
+    subject: str
+    """The aggregate's subject (``ev.<type>.<id>``), as the message was stored."""
+    event: str
+    """Its wire name (the ``Jy-Event`` header), or "" when it had none."""
+    error: str
+    at: str
+
+    @classmethod
+    def of(cls, seq: int, consumer: str, subject: str, event: str, exc: BaseException) -> Poison:
+        error = f"{type(exc).__name__}: {exc}"
+        return cls(
+            seq=seq,
+            consumer=consumer,
+            subject=subject[:300],
+            event=event[:128],
+            error=error[:MAX_ERROR],
+            at=datetime.now(UTC).isoformat(),
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{_KEY_UNSAFE.sub('_', self.consumer)}.{self.seq}"
+
+
+class Quarantine:
+    """Reads and writes the quarantine bucket."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    @classmethod
+    async def open(cls, bus: Bus) -> Quarantine:
+        return cls(await bus.js.key_value(QUARANTINE_BUCKET))
+
+    async def record(self, poisons: list[Poison]) -> None:
+        """Keep each one (again is harmless: same key, same meaning). Said loudly once."""
+        for poison in poisons:
+            log.error(
+                "%s quarantined %s (seq %d, %s): %s",
+                poison.consumer,
+                poison.subject,
+                poison.seq,
+                poison.event or "no name",
+                poison.error,
+            )
+            await self._kv.put(poison.key, json.dumps(asdict(poison)).encode())
+
+    async def entries(self) -> list[Poison]:
+        """Everything quarantined, oldest first."""
+        try:
+            keys = await self._kv.keys()
+        except nats.js.errors.NoKeysError:
+            return []
+        found: list[Poison] = []
+        for key in keys:
+            try:
+                entry = await self._kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
+                continue
+            if entry.value:
+                found.append(Poison(**json.loads(entry.value)))
+        return sorted(found, key=lambda p: (p.seq, p.consumer))
+
+    async def release(self, consumer: str, seq: int) -> bool:
+        """Forget one entry (after the consumer was fixed, or the aggregate written off):
+        a consumer that meets the event again quarantines it again."""
+        key = Poison(seq, consumer, "", "", "", "").key
+        try:
+            await self._kv.get(key)
+        except nats.js.errors.KeyNotFoundError:
+            return False
+        await self._kv.delete(key)
+        return True
+
+
+async def record_quietly(quarantine: Quarantine | None, poisons: list[Poison]) -> None:
+    """Record, never failing the consumer: the aggregate is held in memory either way, and a
+    consumer that restarts meets the event again and records it then."""
+    if not poisons:
+        return
+    if quarantine is None:
+        for poison in poisons:
+            log.error("%s could not fold %s (seq %d): %s", poison.consumer, poison.subject,
+                      poison.seq, poison.error)  # fmt: skip
+        return
+    try:
+        await quarantine.record(poisons)
+    except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+        log.error("could not record %d quarantined event(s): %r", len(poisons), exc)

@@ -1,0 +1,157 @@
+"""The HTTP edge through a real gateway: any body that is not a GraphQL request is a 400 with
+a sentence, nothing but ``login`` is answered without credentials (introspection included),
+NATS gone is ``unavailable`` at once, and nothing a client sends is a 500 or appends an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from events.bus import Bus, connect, ensure_streams
+from jetyard.natsserver import NatsServer
+from schemas.settings import NatsSettings
+from schemas.subjects import ACCESS_STREAM, COMMANDS_STREAM, EVENTS_STREAM
+from tests.integration.gateway_support import Gateway, running_gateway
+
+
+@pytest.fixture(scope="module")
+async def gateway(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
+    async with running_gateway(bus, tmp_path_factory.mktemp("edge"), command_timeout_s=0.5) as gw:
+        yield gw
+
+
+async def last_seqs(bus: Bus) -> tuple[int, int]:
+    events = (await bus.js.stream_info(EVENTS_STREAM)).state.last_seq
+    commands = (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq
+    return events, commands
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+BAD_BODIES: list[tuple[bytes, str]] = [
+    (b"null", "the body is a JSON NoneType"),
+    (b"42", "the body is a JSON int"),
+    (b'"text"', "the body is a JSON str"),
+    (b"[]", "the body is a JSON list"),
+    (b"", "the body is empty"),
+    (b"\xff\xfe{}", "the body is not UTF-8"),
+    (b"{not json", "the body is not JSON"),
+    (DEEP, "nests deeper than 64 levels"),
+    (b'{"query": "{ viewer { email } }", "variables": ' + DEEP + b"}", "nests deeper"),
+    (b'{"query": 42}', '"query" must be a string'),
+    (b"{}", '"query" must be a string'),
+    (b'{"query": "{ viewer { email } }", "variables": [1]}', '"variables" must be a JSON object'),
+    (b'{"query": "{ viewer { email } }", "operationName": 7}', '"operationName" must be'),
+    (b'{"query": "' + b"a" * (1 << 20) + b'"}', "larger than 1048576 bytes"),
+]
+
+
+@pytest.mark.parametrize(("body", "says"), BAD_BODIES, ids=range(len(BAD_BODIES)))
+async def test_a_body_that_is_no_graphql_request_is_a_400_that_says_why(
+    gateway: Gateway, bus: Bus, body: bytes, says: str
+) -> None:
+    before = await last_seqs(bus)
+    for auth in (gateway.root, None):
+        started = time.monotonic()
+        answer = await gateway.client.post(
+            f"{gateway.url}/graphql",
+            content=body,
+            headers={"content-type": "application/json"},
+            auth=auth,
+        )
+        assert time.monotonic() - started < 10
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["errors"][0]
+        assert error["extensions"]["code"] == "bad-request"
+        assert says in error["message"]
+    assert await last_seqs(bus) == before
+
+
+async def test_without_credentials_only_login_is_answered(gateway: Gateway) -> None:
+    url = f"{gateway.url}/graphql"
+    introspection = await gateway.client.post(
+        url, json={"query": "{ __schema { queryType { name } } }"}
+    )
+    sessions = await gateway.client.post(url, json={"query": "{ sessions { edges { cursor } } }"})
+    asyncapi = await gateway.client.get(f"{gateway.url}/asyncapi.json")
+    by_get = await gateway.client.get(url, params={"query": "{ __typename }"})
+    login = await gateway.client.post(
+        url,
+        json={
+            "query": "mutation($e: String!, $p: String!) { login(email: $e, password: $p) "
+            "{ token } }",
+            "variables": {"e": "nobody@example.org", "p": "not-a-password"},
+        },
+    )
+    for refused in (introspection, sessions, asyncapi, by_get):
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["errors"][0]["extensions"]["code"] == "unauthenticated"
+    # login itself is answered (here: wrong credentials, as a GraphQL error, not a 401)
+    assert login.status_code == 200
+    assert login.json()["errors"][0]["message"]
+    signed = await gateway.client.post(
+        url, json={"query": "{ __schema { queryType { name } } }"}, auth=gateway.root
+    )
+    assert signed.json()["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+async def test_refused_requests_reach_the_access_log(gateway: Gateway, bus: Bus) -> None:
+    before = (await bus.js.stream_info(ACCESS_STREAM)).state.last_seq
+    await gateway.client.post(f"{gateway.url}/graphql", content=b"42")
+    await gateway.client.post(
+        f"{gateway.url}/graphql", json={"query": "{ sessions { edges { cursor } } }"}
+    )
+    after = (await bus.js.stream_info(ACCESS_STREAM)).state.last_seq
+    assert after - before >= 2
+
+
+async def test_a_list_without_first_costs_its_default_page(gateway: Gateway) -> None:
+    # nodes is a plain list: 50 (its default page) x 500 fields is over the cost limit.
+    fields = " ".join(f"a{i}: id" for i in range(14))
+    many = " ".join(f"n{i}: nodes {{ id {fields} }}" for i in range(1))
+    answer = await gateway.gql("{ " + many + " }")
+    assert "errors" not in answer or "cost" not in answer["errors"][0]["message"]
+    nested = "{ sessions { edges { node { history { status reason at } kernelIds } } } }"
+    costly = await gateway.gql(nested)
+    # sessions (50) x edges (50) x history (50): about 125,000 > 20,000 -> refused
+    assert "would cost about" in costly["errors"][0]["message"]
+
+
+async def test_nats_gone_is_unavailable_at_once_never_a_500(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    server = NatsServer(data_dir=tmp_path / "nats").start()
+    own = await connect(NatsSettings(url=server.url, request_timeout_s=2.0), name="edge-nats")
+    try:
+        await ensure_streams(own)
+        async with running_gateway(own, tmp_path_factory.mktemp("edge-down")) as gw:
+            ok = await gw.gql("{ viewer { role } }")
+            assert ok.get("data") is not None, ok
+            server.kill()
+            for _ in range(3):
+                started = time.monotonic()
+                answer = await gw.client.post(
+                    f"{gw.url}/graphql",
+                    json={"query": "{ sessions { edges { cursor } } }"},
+                    auth=gw.root,
+                    timeout=httpx.Timeout(15.0),
+                )
+                elapsed = time.monotonic() - started
+                assert answer.status_code in (200, 503), answer.text
+                assert answer.json()["errors"][0]["extensions"]["code"] == "unavailable"
+                assert elapsed < 6.0
+            server.start()  # same port and store: the connection comes back by itself
+            for _ in range(100):
+                if own.nc.is_connected:
+                    break
+                await asyncio.sleep(0.1)
+            again = await gw.gql("{ viewer { role } }")
+            assert again.get("data") is not None, again
+    finally:
+        server.stop()
+        await own.close()
