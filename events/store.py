@@ -58,8 +58,17 @@ class StoreStats:
     read_requests: int = field(default=0)
 
 
+class MisfiledEventError(ValueError):
+    """An envelope that names another aggregate than the subject it was stored on."""
+
+
 def decode(message: RawMessage) -> StoredEvent:
     envelope = Envelope.model_validate_json(message.data)
+    if envelope.subject != message.subject:
+        # Folded by its envelope it would change an aggregate its subject's guard never saw.
+        raise MisfiledEventError(
+            f"the envelope names {envelope.subject} but it was stored on {message.subject}"
+        )
     # An unknown name was written by newer code: it passes through, readers skip it.
     with contextlib.suppress(UnknownEventError):
         envelope = CATALOGUE.upcast(envelope)

@@ -42,8 +42,14 @@ class View:
         return [t.name for t in self.metadata(suffix).sorted_tables]
 
 
+class UnreadableEventError(Exception):
+    """A view cannot read an event: the projector quarantines it and holds its aggregate."""
+
+
 def skip_undecodable(view: str, event: StoredEvent, exc: Exception) -> None:
-    log.error("view %s skips %s at seq %d: %s", view, event.name, event.seq, exc)
+    """Not skipped silently any more: the batch fails, and the projector, applying it again
+    one event at a time, quarantines this one (its aggregate held) and goes on."""
+    raise UnreadableEventError(f"view {view} cannot read {event.name}: {exc}") from exc
 
 
 positions_metadata = MetaData()

@@ -38,6 +38,7 @@ from services.gateway.auth.ratelimit import RateLimiter
 from services.gateway.context import Context, Services
 from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
 from services.gateway.requests import (
+    MAX_BODY_BYTES,
     BadRequestError,
     GraphQLRequest,
     anonymous_allowed,
@@ -243,8 +244,8 @@ async def _read_body(receive: Receive) -> bytes:
 def _operation_of(body: bytes) -> str:
     """The GraphQL operation name, or the first field asked for, for the access log."""
     try:
-        data = json.loads(body) if body else {}
-    except ValueError:
+        data = json.loads(body) if body and len(body) <= MAX_BODY_BYTES else {}
+    except (ValueError, RecursionError):
         return ""
     if not isinstance(data, dict):
         return ""

@@ -23,6 +23,9 @@ ANONYMOUS_FIELDS = frozenset({"login", "__typename"})
 introspection: a lab's API schema is its own business)."""
 
 
+EXAMPLE = 'a JSON object such as {"query": "{ viewer { email } }", "variables": {}}'
+
+
 class BadRequestError(ValueError):
     """The body is not a GraphQL request; the message says why."""
 
@@ -45,16 +48,15 @@ def parse_body(body: bytes) -> GraphQLRequest:
     depth = _nesting(text)
     if depth > MAX_NESTING:
         raise BadRequestError(f"the body nests deeper than {MAX_NESTING} levels")
+    if not text.strip():
+        raise BadRequestError(f"the body is empty; send {EXAMPLE}")
     try:
-        data = json.loads(text) if text.strip() else None
-    except ValueError as exc:
-        raise BadRequestError(f"the body is not JSON: {exc}") from None
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise BadRequestError(f"the body is not JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
-        kind = "empty" if data is None else f"a JSON {type(data).__name__}"
-        raise BadRequestError(
-            f"the body is {kind}; send a JSON object such as "
-            '{"query": "{ viewer { email } }", "variables": {}}'
-        )
+        kind = "null" if data is None else type(data).__name__
+        raise BadRequestError(f"the body is a JSON {kind}; send {EXAMPLE}")
     query = data.get("query")
     if not isinstance(query, str) or not query.strip():
         raise BadRequestError('"query" must be a string holding a GraphQL document')

@@ -1,0 +1,144 @@
+"""Hostile events written straight into JY_EVENTS stop no consumer: the scheduler's fold, the
+projections (SQLite and PostgreSQL) and the gateway's feeds quarantine what they cannot fold,
+hold that aggregate, and go on with the next valid event; ``/healthz`` says "degraded"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from events.bus import Bus
+from events.fold import Fold
+from events.quarantine import Quarantine
+from projections import queries
+from projections.db import create_engine, normalise_url
+from projections.runner import Projector
+from schemas.ids import new_id
+from schemas.subjects import AggregateType, events_of
+from services.scheduler.state import SchedulerState
+from tests.integration.gateway_support import running_gateway
+from tests.integration.poison import HOSTILE, valid_request, write_hostile, write_raw
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+NOT_FOLDABLE = {
+    "wrong-types",
+    "missing-fields",
+    "unknown-name",
+    "unknown-version",
+    "misfiled",
+    "invalid-utf8",
+    "not-json",
+    "json-list",
+}
+"""What no reader can apply; the others (huge integers, a 250 KiB payload) are readable
+events that only some consumers cannot store."""
+PROJECTIONS_HOLD = {"huge-integers", "wrong-types", "missing-fields", "unknown-version", "misfiled"}
+"""What the sessions view is given (its events by name) and cannot store; bodies with no
+event name are never handed to a view at all."""
+
+
+async def quarantined(bus: Bus, consumer: str) -> dict[int, str]:
+    entries = await (await Quarantine.open(bus)).entries()
+    return {p.seq: p.subject for p in entries if p.consumer == consumer}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+async def test_the_scheduler_fold_holds_the_aggregate_and_goes_on(bus: Bus, kind: str) -> None:
+    hostile_id, seq = await write_hostile(bus, kind)
+    valid_id = new_id()
+    await write_raw(bus, valid_id, valid_request(valid_id))
+    consumer = f"scheduler-test-{new_id()[:8]}"
+    state = SchedulerState()
+    state.position = seq - 1  # read from the hostile event on
+    fold = Fold(bus, state, subjects=[events_of(AggregateType.SESSION)], consumer=consumer)
+    try:
+        await fold.catch_up(timeout=0.5)
+    finally:
+        await fold.close()
+    assert valid_id in state.sessions  # the next valid event was folded
+    subject = f"ev.session.{hostile_id}"
+    if kind in NOT_FOLDABLE:
+        assert subject in state.broken
+        assert hostile_id not in state.sessions  # nothing decided about it
+        assert (await quarantined(bus, consumer)).get(seq) == subject
+    else:
+        assert subject not in state.broken
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    if request.param == "sqlite":
+        made = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'views.db'}")
+        yield made
+        await made.dispose()
+        return
+    admin = create_async_engine(normalise_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
+    name = f"jy_poison_{uuid.uuid4().hex[:12]}"
+    try:
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except (OSError, DBAPIError) as exc:
+        await admin.dispose()
+        pytest.fail(f"no PostgreSQL at {PG_ADMIN}: {exc}")
+    made = create_engine(f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}")
+    try:
+        yield made
+    finally:
+        await made.dispose()
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.dispose()
+
+
+async def test_projections_quarantine_every_hostile_event_and_keep_projecting(
+    bus: Bus, engine: AsyncEngine
+) -> None:
+    written = {kind: await write_hostile(bus, kind) for kind in sorted(HOSTILE)}
+    valid_id = new_id()
+    await write_raw(bus, valid_id, valid_request(valid_id))
+    projector = Projector(engine, bus)
+    await projector.start()
+    try:
+        await projector.catch_up(timeout=0.5)
+        assert await queries.get_session(engine, valid_id) is not None
+        held = await quarantined(bus, projector.consumer)
+        for kind, (session_id, seq) in written.items():
+            if kind in PROJECTIONS_HOLD:
+                assert held.get(seq) == f"ev.session.{session_id}", kind
+        # A restart reads on from its position: nothing fails again, nothing is lost.
+        await projector.close()
+        again = Projector(engine, bus)
+        await again.start()
+        await again.catch_up(timeout=0.5)
+        await again.close()
+    finally:
+        await projector.close()
+
+
+async def test_healthz_is_degraded_and_names_the_quarantine_while_serving(
+    bus: Bus, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    async with running_gateway(bus, tmp_path_factory.mktemp("poison")) as gateway:
+        _, seq = await write_hostile(bus, "missing-fields")
+        body: dict[str, object] = {}
+        for _ in range(100):
+            answer = await gateway.client.get(f"{gateway.url}/healthz")
+            body = answer.json()
+            if body.get("status") == "degraded" and answer.status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        assert body["status"] == "degraded"
+        listed = json.dumps(body["quarantined"])
+        assert f'"seq": {seq}' in listed or body["quarantined_count"] > 20
+        query = "{ quarantine(first: 500) { seq consumer subject error } }"
+        rows = (await gateway.gql(query))["data"]["quarantine"]
+        assert any(row["seq"] == seq and row["consumer"] == "projections" for row in rows)
+        viewer = await gateway.gql("{ viewer { role } }")
+        assert viewer["data"]["viewer"]["role"] == "superadmin"  # still serving
