@@ -166,3 +166,30 @@ async def test_nats_gone_is_unavailable_at_once_never_a_500(
     finally:
         server.stop()
         await own.close()
+
+
+async def test_the_request_that_broke_an_installation_is_refused_and_stores_nothing(
+    gateway: Gateway, bus: Bus
+) -> None:
+    # A signed-in user's createSession with cpu "1e400" was accepted, and its event then
+    # stopped the projections for good. Each of these is now a coded error and nothing moves.
+    mutation = (
+        "mutation($input: CreateSessionInput!) { createSession(input: $input) "
+        "{ status sessionId message } }"
+    )
+    base = {"image": "jetyard-busybox:latest", "type": "batch", "command": ["true"]}
+    before = await last_seqs(bus)
+    for bad in (
+        {"cpu": "1e400", "memory": "64m"},
+        {"cpu": "99999999999999999999"},
+        {"gpu": "1e400"},
+        {"memory": "99999999999999999999t"},
+        {"cpu": "NaN"},
+        {"env": [{"name": "A", "value": "x\x00"}]},
+        {"dependsOn": ["no-such-session"]},
+    ):
+        answer = await gateway.gql(mutation, input={**base, **bad})
+        error = answer["errors"][0]
+        assert error["extensions"]["code"] in {"invalid", "not-found"}, (bad, error)
+        assert "InvalidOperation" not in error["message"]
+    assert await last_seqs(bus) == before
