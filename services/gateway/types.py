@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any
 
 import strawberry
+from graphql import GraphQLError
 from strawberry.types import Info
 
 from projections.queries import NodeView, SessionView
@@ -81,6 +82,18 @@ def _queue_place(root: Session, info: Info[Context, Any]) -> tuple[int, int] | N
     return info.context.services.queues.position(str(root.id))
 
 
+MAX_HISTORY = 1000
+"""A session's history is bounded in what one request returns, like every list."""
+
+
+def _history(root: Session, last: int = MAX_HISTORY) -> list[StatusChange]:
+    if not 1 <= last <= MAX_HISTORY:
+        raise GraphQLError(
+            f"last must be 1 to {MAX_HISTORY}, got {last}", extensions={"code": "invalid"}
+        )
+    return root.all_history[-last:]
+
+
 def _queue_position(root: Session, info: Info[Context, Any]) -> int | None:
     place = _queue_place(root, info)
     return None if place is None else place[0]
@@ -121,7 +134,11 @@ class Session:
     cluster_size: int = strawberry.field(description="how many kernels (kernelIds[0]: main)")
     created_at: datetime
     updated_at: datetime
-    history: list[StatusChange]
+    all_history: strawberry.Private[list[StatusChange]]
+    history: list[StatusChange] = strawberry.field(
+        resolver=_history,
+        description="its status changes, oldest first: the last `last` of them (1 to 1,000)",
+    )
     seq: int
     queue_position: int | None = strawberry.field(
         resolver=_queue_position,
@@ -156,7 +173,7 @@ class Session:
             cluster_size=len(r.kernel_ids),
             created_at=r.created_at,
             updated_at=r.updated_at,
-            history=[StatusChange.of(h) for h in view.history],
+            all_history=[StatusChange.of(h) for h in view.history],
             seq=r.last_seq,
         )
 

@@ -8,7 +8,8 @@ Everything another tenant owns answers as if it did not exist: null or left out.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import strawberry
 from graphql import GraphQLError
@@ -43,6 +44,23 @@ from services.gateway.admin_api.tenancy_types import (
 )
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.inputs import InputError
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+T = TypeVar("T")
+
+
+def page(items: list[T], first: int, offset: int, *, key: Callable[[T], Any]) -> list[T]:
+    """One page of a list, in a stable order: every admin list is bounded."""
+    if not 1 <= first <= MAX_PAGE:
+        raise GraphQLError(
+            f"first must be 1 to {MAX_PAGE}, got {first}", extensions={"code": "invalid"}
+        )
+    if offset < 0:
+        raise GraphQLError(
+            f"offset must not be negative, got {offset}", extensions={"code": "invalid"}
+        )
+    return sorted(items, key=key)[offset : offset + first]
 
 
 def quota_of(ctx: Context, kind: ScopeKind, scope_id: str) -> Quota:
@@ -84,10 +102,13 @@ class AdminQuery:
         )
 
     @strawberry.field(description="Domains the caller may read (superadmins: all).")
-    def domains(self, info: Info[Context, Any]) -> list[DomainInfo]:
+    def domains(
+        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    ) -> list[DomainInfo]:
         me = who(info)
         found = ctx_of(info).directory.domains.values()
-        return [DomainInfo.of(d) for d in found if can_read_domain(me, d.name)]
+        mine = [DomainInfo.of(d) for d in found if can_read_domain(me, d.name)]
+        return page(mine, first, offset, key=lambda d: d.name)
 
     @strawberry.field
     def domain(self, info: Info[Context, Any], name: str) -> DomainInfo | None:
@@ -98,24 +119,38 @@ class AdminQuery:
         return DomainInfo.of(found)
 
     @strawberry.field(description="Projects the caller may read, of one domain or all.")
-    def projects(self, info: Info[Context, Any], domain: str | None = None) -> list[ProjectInfo]:
+    def projects(
+        self,
+        info: Info[Context, Any],
+        domain: str | None = None,
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
+    ) -> list[ProjectInfo]:
         me = who(info)
         found = ctx_of(info).directory.projects.values()
-        return [
+        mine = [
             ProjectInfo.of(p)
             for p in found
             if (domain is None or p.domain == domain) and sees_project(me, p)
         ]
+        return page(mine, first, offset, key=lambda p: str(p.id))
 
     @strawberry.field(description="Users the caller may read, of one domain or all.")
-    async def users(self, info: Info[Context, Any], domain: str | None = None) -> list[UserInfo]:
+    async def users(
+        self,
+        info: Info[Context, Any],
+        domain: str | None = None,
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
+    ) -> list[UserInfo]:
         me, ctx = who(info), ctx_of(info)
         found = [
             u
             for u in ctx.directory.users.values()
             if (domain is None or u.domain == domain) and sees_user(me, u)
         ]
-        return [await user_info(ctx, me, u) for u in found]
+        chosen = page(found, first, offset, key=lambda u: str(u.id))
+        return [await user_info(ctx, me, u) for u in chosen]
 
     @strawberry.field
     async def user(self, info: Info[Context, Any], id: strawberry.ID) -> UserInfo | None:
@@ -127,46 +162,62 @@ class AdminQuery:
 
     @strawberry.field(description="A user's keypairs (never their secret keys).")
     def keypairs(
-        self, info: Info[Context, Any], user_id: strawberry.ID | None = None
+        self,
+        info: Info[Context, Any],
+        user_id: strawberry.ID | None = None,
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
     ) -> list[KeypairInfo]:
         me, directory = who(info), ctx_of(info).directory
         owner = str(user_id) if user_id is not None else me.user_id
         user = directory.users.get(owner)
         if user is None or not sees_user(me, user):
             return []
-        return [
+        mine = [
             KeypairInfo.of(k, user.default_access_key)
             for k in directory.keypairs.values()
             if k.user_id == owner and sees_keypair(me, k)
         ]
+        return page(mine, first, offset, key=lambda k: k.access_key)
 
     @strawberry.field(description="All policies for superadmins; others: those that bind them.")
-    def resource_policies(self, info: Info[Context, Any]) -> list[ResourcePolicyInfo]:
+    def resource_policies(
+        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    ) -> list[ResourcePolicyInfo]:
         me, directory = who(info), ctx_of(info).directory
         if can_administer_cluster(me):
-            return [ResourcePolicyInfo.of(p) for p in directory.policies.values()]
-        ids = policies_in_use(directory, me)
-        return [ResourcePolicyInfo.of(p) for i, p in directory.policies.items() if i in ids]
+            found = [ResourcePolicyInfo.of(p) for p in directory.policies.values()]
+        else:
+            ids = policies_in_use(directory, me)
+            found = [ResourcePolicyInfo.of(p) for i, p in directory.policies.items() if i in ids]
+        return page(found, first, offset, key=lambda p: (p.kind, p.name))
 
     @strawberry.field(description="All groups for superadmins; others: the groups they may use.")
-    def resource_groups(self, info: Info[Context, Any]) -> list[ResourceGroupInfo]:
+    def resource_groups(
+        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    ) -> list[ResourceGroupInfo]:
         me, directory = who(info), ctx_of(info).directory
         if can_administer_cluster(me):
-            return [ResourceGroupInfo.of(g, members=True) for g in directory.groups.values()]
+            every = [ResourceGroupInfo.of(g, members=True) for g in directory.groups.values()]
+            return page(every, first, offset, key=lambda g: g.name)
         names: set[str] = set()
         for project in me.projects or {""}:
             names |= directory.allowed_groups(me.domain, project, me.access_key or "")
-        return [
+        usable = [
             ResourceGroupInfo.of(directory.groups[n], members=False)
             for n in sorted(names)
             if n in directory.groups
         ]
+        return page(usable, first, offset, key=lambda g: g.name)
 
     @strawberry.field(description="Registered images (not forgotten).")
-    def images(self, info: Info[Context, Any]) -> list[ImageInfo]:
+    def images(
+        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    ) -> list[ImageInfo]:
         who(info)
         found = ctx_of(info).directory.images.values()
-        return [ImageInfo.of(i) for i in found if not i.forgotten]
+        live = [ImageInfo.of(i) for i in found if not i.forgotten]
+        return page(live, first, offset, key=lambda i: i.name)
 
     @strawberry.field(description="What one scope may hold and holds now; null if not visible.")
     def quota(self, info: Info[Context, Any], scope: str, id: strawberry.ID) -> Quota | None:
