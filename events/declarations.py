@@ -28,6 +28,7 @@ from schemas.subjects import (
     PEOPLE_BUCKET,
     QUARANTINE_BUCKET,
     QUEUES_BUCKET,
+    RATELIMITS_BUCKET,
     SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
 )
@@ -176,6 +177,7 @@ def bucket_configs(settings: NatsSettings) -> tuple[api.KeyValueConfig, ...]:
         for bucket, ttl in (
             (NONCES_BUCKET, 2 * settings.signature_window_s + 60),
             (LOGINS_BUCKET, settings.login_ttl_s),
+            (RATELIMITS_BUCKET, 120.0),  # a bucket untouched for a minute is full again
         )
     )
     return (heartbeats, *kept, queues, *expiring)

@@ -29,6 +29,7 @@ CREDENTIALS_BUCKET = "jy-credentials"  # password hashes, by user id
 NONCES_BUCKET = "jy-nonces"  # signed requests seen within the date window (replays)
 LOGINS_BUCKET = "jy-logins"  # login tokens (by digest), expiring
 QUARANTINE_BUCKET = "jy-quarantine"  # events a consumer could not fold: kept until released
+RATELIMITS_BUCKET = "jy-ratelimits"  # request-rate token buckets shared by gateway replicas
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"

@@ -21,6 +21,7 @@ from services.gateway.access import AccessLog
 from services.gateway.auth.authenticate import Authenticator
 from services.gateway.auth.logins import LoginStore
 from services.gateway.auth.nonces import NonceStore
+from services.gateway.auth.ratelimit_shared import SharedRateLimiter
 from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault, email_key_of
 from services.gateway.context import Services
 from services.gateway.directory import DirectoryFeed
@@ -90,6 +91,7 @@ async def open_services(
             email_key=email_key_of(key),
             limits=input_limits(),
             quarantine=await Quarantine.open(bus),
+            limiter=await SharedRateLimiter.open(bus),
             queues=queues,
         )
 

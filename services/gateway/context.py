@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from events.queues import QueueBoard
     from services.gateway.access import AccessLog
     from services.gateway.auth.authenticate import Authenticator
+    from services.gateway.auth.ratelimit_shared import SharedRateLimiter
     from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
     from services.gateway.quotas import QuotaUse
 
@@ -49,6 +50,23 @@ class Services:
     """Events consumers could not fold (``jy-quarantine``): ``quarantine``, ``/healthz``."""
     limits: InputLimits = DEFAULT_LIMITS
     """The input maximums (``JETYARD_LIMIT_*``), the same the scheduler and tenancy check."""
+    limiter: SharedRateLimiter | None = None
+    """Request-rate buckets shared with the other gateway replicas (``jy-ratelimits``)."""
+
+    def rate_key(self, principal: Principal | None, source: str) -> str:
+        if principal is None:
+            return f"anon:{source.split(':')[0]}"
+        return principal.access_key or principal.user_id
+
+    def rate_limit_of(self, principal: Principal | None) -> int:
+        """Requests a minute: a keypair's own limit, else the gateway's (less when anonymous)."""
+        if principal is None:
+            return self.settings.anonymous_rate_limit
+        if principal.access_key is not None:
+            keypair = self.directory.keypairs.get(principal.access_key)
+            if keypair is not None and keypair.rate_limit is not None:
+                return int(keypair.rate_limit)
+        return self.settings.rate_limit
 
 
 @dataclass
@@ -59,6 +77,8 @@ class Context:
     """The login token the request carried, if it was not signed with a keypair."""
     source: str = "-"
     """The client's address, for the access log."""
+    over_websocket: bool = False
+    """The request is a graphql-transport-ws connection: each operation is rate limited."""
     operations: list[str] = field(default_factory=list)
     """Root fields this request resolved (the access log's operation)."""
     denied: list[str] = field(default_factory=list)

@@ -34,7 +34,7 @@ from events.store import EventStore
 from schemas.ids import new_id
 from services.gateway.access import AccessRecord, now
 from services.gateway.auth.authenticate import AuthError, signed_target
-from services.gateway.auth.ratelimit import RateLimiter
+from services.gateway.auth.ratelimit import Limiter, LocalLimiter
 from services.gateway.context import Context, Services
 from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
 from services.gateway.requests import (
@@ -76,6 +76,7 @@ class JetyardGraphQL(GraphQL[Context, None]):
             principal=request.scope.get(PRINCIPAL_KEY),
             bearer=request.scope.get(BEARER_KEY),
             source=f"{client.host}:{client.port}" if client else "-",
+            over_websocket=isinstance(request, WebSocket),
         )
 
     async def on_ws_connect(self, context: Context) -> None:
@@ -99,7 +100,7 @@ class JetyardGraphQL(GraphQL[Context, None]):
 class Authenticated:
     """ASGI middleware in front of GraphQL over HTTP: authenticate, rate limit, log."""
 
-    def __init__(self, app: ASGIApp, services: Services, limiter: RateLimiter) -> None:
+    def __init__(self, app: ASGIApp, services: Services, limiter: Limiter) -> None:
         self.app = app
         self.services = services
         self.limiter = limiter
@@ -151,13 +152,8 @@ class Authenticated:
             await _problem(send, 401, "unauthenticated", message, {})
             await _record(services, None, source, operation, "unauthenticated: missing")
             return
-        key = (
-            (principal.access_key or principal.user_id)
-            if principal
-            else f"anon:{source.split(':')[0]}"
-        )
-        limit = self._limit_of(principal)
-        verdict = self.limiter.take(key, limit)
+        key = services.rate_key(principal, source)
+        verdict = await self.limiter.take(key, services.rate_limit_of(principal))
         limit_headers = {k.lower(): v for k, v in verdict.headers().items()}
         if not verdict.allowed:
             message = (
@@ -200,16 +196,6 @@ class Authenticated:
             status.append(http)
         outcome = _outcome_of(status[0] if status else 500, b"".join(sent_body))
         await _record(services, principal, source, operation, outcome)
-
-    def _limit_of(self, principal: Principal | None) -> int:
-        settings = self.services.settings
-        if principal is None:
-            return settings.anonymous_rate_limit
-        if principal.access_key is not None:
-            keypair = self.services.directory.keypairs.get(principal.access_key)
-            if keypair is not None and keypair.rate_limit is not None:
-                return int(keypair.rate_limit)
-        return settings.rate_limit
 
 
 def _anonymous_may(scope: Scope, request: GraphQLRequest | None) -> bool:
@@ -330,7 +316,7 @@ async def health(services: Services, store: EventStore) -> tuple[bool, dict[str,
 def build_app(services: Services) -> Starlette:
     graphql = JetyardGraphQL(services)
     store = EventStore(services.bus)
-    limiter = RateLimiter()
+    limiter: Limiter = services.limiter or LocalLimiter()
 
     # Built once: the document depends only on the code this process runs.
     asyncapi = JSONResponse(build_document())

@@ -15,6 +15,7 @@ from services.gateway.limits import limits
 from services.gateway.session_mutations import SessionMutation
 from services.gateway.session_queries import SessionQuery
 from services.gateway.session_subscription import Subscription
+from services.gateway.ws_limits import WebSocketRateLimit
 
 Query = merge_types("Query", (SessionQuery, AdminQuery, AccountQuery))
 Mutation = merge_types("Mutation", (SessionMutation, AdminMutation, AccountMutation))
@@ -22,5 +23,5 @@ schema = JetyardSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
-    extensions=[*limits(), ErrorCodes],
+    extensions=[*limits(), WebSocketRateLimit, ErrorCodes],
 )

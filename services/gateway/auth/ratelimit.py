@@ -2,9 +2,9 @@
 is passed in; ``take`` reads the clock given at construction); reads and writes no subject.
 
 A bucket holds ``limit`` tokens (the burst) and refills at ``limit`` per minute, so a key may
-send ``limit`` requests at once and then ``limit`` per minute. Each gateway limits on its own:
-with N gateways behind a balancer a key gets up to N times its limit, which is acceptable for
-a guard against floods (it is not billing).
+send ``limit`` requests at once and then ``limit`` per minute. This in-memory limiter is what
+one process falls back to; the gateway shares its buckets with its other replicas on NATS
+(``ratelimit_shared.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,49 @@ class _Bucket:
     at: float
 
 
+def refill(
+    held: tuple[float, float] | None, limit: int, now: float
+) -> tuple[RateDecision, float, float]:
+    """One request against a bucket that held ``(tokens, at)`` (None: a new, full one):
+    the decision and the bucket's new ``(tokens, at)``. Pure."""
+    if limit < 1:
+        raise ValueError(f"a rate limit must be at least 1 request per minute, not {limit}")
+    rate = limit / 60.0  # tokens per second
+    if held is None:
+        tokens, at = float(limit), now
+    else:
+        # A clock that steps back must not mint tokens; a lowered limit caps the bucket.
+        tokens, at = held
+        tokens = min(float(limit), tokens + max(0.0, now - at) * rate)
+        at = max(at, now)
+    allowed = tokens >= 1.0
+    if allowed:
+        tokens -= 1.0
+    missing = limit - tokens
+    decision = RateDecision(
+        allowed=allowed,
+        limit=limit,
+        remaining=math.floor(tokens),
+        reset_s=math.ceil(missing / rate - 1e-9),
+        retry_after_s=0 if allowed else math.ceil((1.0 - tokens) / rate - 1e-9),
+    )
+    return decision, tokens, at
+
+
+class Limiter(Protocol):
+    async def take(self, key: str, limit: int) -> RateDecision: ...
+
+
+class LocalLimiter:
+    """A process's own limiter behind the ``Limiter`` protocol (tests, no shared bucket)."""
+
+    def __init__(self) -> None:
+        self._limiter = RateLimiter()
+
+    async def take(self, key: str, limit: int) -> RateDecision:
+        return self._limiter.take(key, limit)
+
+
 class RateLimiter:
     """``take(key, limit)`` once per request (``check`` with the time given, for tests)."""
 
@@ -58,29 +102,14 @@ class RateLimiter:
         return self.check(key, limit, self._clock())
 
     def check(self, key: str, limit: int, now: float) -> RateDecision:
-        if limit < 1:
-            raise ValueError(f"a rate limit must be at least 1 request per minute, not {limit}")
-        rate = limit / 60.0  # tokens per second
         bucket = self._buckets.get(key)
         if bucket is None:
             self._make_room(now)
-            bucket = self._buckets[key] = _Bucket(tokens=float(limit), at=now)
-        else:
-            # A clock that steps back must not mint tokens; a lowered limit caps the bucket.
-            elapsed = max(0.0, now - bucket.at)
-            bucket.tokens = min(float(limit), bucket.tokens + elapsed * rate)
-            bucket.at = max(bucket.at, now)
-        allowed = bucket.tokens >= 1.0
-        if allowed:
-            bucket.tokens -= 1.0
-        missing = limit - bucket.tokens
-        return RateDecision(
-            allowed=allowed,
-            limit=limit,
-            remaining=math.floor(bucket.tokens),
-            reset_s=math.ceil(missing / rate - 1e-9),
-            retry_after_s=0 if allowed else math.ceil((1.0 - bucket.tokens) / rate - 1e-9),
+        decision, tokens, at = refill(
+            None if bucket is None else (bucket.tokens, bucket.at), limit, now
         )
+        self._buckets[key] = _Bucket(tokens=tokens, at=at)
+        return decision
 
     def __len__(self) -> int:
         return len(self._buckets)
