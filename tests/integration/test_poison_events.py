@@ -9,6 +9,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.exc import DBAPIError
@@ -127,7 +128,7 @@ async def test_healthz_is_degraded_and_names_the_quarantine_while_serving(
 ) -> None:
     async with running_gateway(bus, tmp_path_factory.mktemp("poison")) as gateway:
         _, seq = await write_hostile(bus, "missing-fields")
-        body: dict[str, object] = {}
+        body: dict[str, Any] = {}
         for _ in range(100):
             answer = await gateway.client.get(f"{gateway.url}/healthz")
             body = answer.json()
