@@ -21,8 +21,9 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -37,6 +38,7 @@ from services.gateway.auth.authenticate import AuthError, signed_target
 from services.gateway.auth.ratelimit import Limiter, LocalLimiter
 from services.gateway.context import Context, Services
 from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
+from services.gateway.graphiql import ASSETS, ASSETS_URL, local_page
 from services.gateway.requests import (
     MAX_BODY_BYTES,
     BadRequestError,
@@ -53,6 +55,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
+GRAPHIQL_PAGE = local_page()
 
 PRINCIPAL_KEY = "jetyard.principal"
 BEARER_KEY = "jetyard.bearer"
@@ -66,6 +69,9 @@ class JetyardGraphQL(GraphQL[Context, None]):
             subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL],
         )
         self.services = services
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return HTMLResponse(GRAPHIQL_PAGE)
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket | None = None
@@ -313,6 +319,24 @@ async def health(services: Services, store: EventStore) -> tuple[bool, dict[str,
     return ok, body
 
 
+def _cached(app: ASGIApp) -> ASGIApp:
+    """The vendored GraphiQL files never change under a name: cache them for a year."""
+
+    async def cached(scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_header(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"cache-control", b"public, max-age=31536000, immutable"),
+                ]
+            await send(message)
+
+        await app(scope, receive, with_header)
+
+    return cached
+
+
 def build_app(services: Services) -> Starlette:
     graphql = JetyardGraphQL(services)
     store = EventStore(services.bus)
@@ -327,6 +351,7 @@ def build_app(services: Services) -> Starlette:
 
     return Starlette(
         routes=[
+            Mount(ASSETS_URL, app=_cached(StaticFiles(directory=ASSETS))),
             Route("/graphql", Authenticated(graphql, services, limiter), methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),

@@ -6,6 +6,9 @@ NATS gone is ``unavailable`` at once, and nothing a client sends is a 500 or app
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -193,3 +196,22 @@ async def test_the_request_that_broke_an_installation_is_refused_and_stores_noth
         assert error["extensions"]["code"] in {"invalid", "not-found"}, (bad, error)
         assert "InvalidOperation" not in error["message"]
     assert await last_seqs(bus) == before
+
+
+async def test_graphiql_is_served_from_the_gateway_itself(gateway: Gateway) -> None:
+    page = await gateway.client.get(f"{gateway.url}/graphql", headers={"accept": "text/html"})
+    assert page.status_code == 200
+    assert "graphiql" in page.text.lower()
+    sources = re.findall(r"""(?:src|href)="([^"]+)\"""", page.text)
+    assets = [s for s in sources if not s.startswith("data:")]
+    assert len(assets) == 7
+    assert all(s.startswith("/graphiql-assets/") for s in assets), assets  # nothing external
+    integrity = dict(
+        re.findall(r'(?:src|href)="(/graphiql-assets/[^"]+)"\s+integrity="([^"]+)"', page.text)
+    )
+    for path in assets:
+        served = await gateway.client.get(f"{gateway.url}{path}")
+        assert served.status_code == 200, path
+        assert "max-age=31536000" in served.headers["cache-control"]
+        digest = base64.b64encode(hashlib.sha384(served.content).digest()).decode()
+        assert integrity[path] == f"sha384-{digest}"  # the browser's check holds
