@@ -14,6 +14,7 @@ from typing import Any
 
 from commands.aggregate import Aggregate
 from commands.authorisation import Principal
+from commands.correction import Correction
 from commands.errors import DomainError
 from commands.tenancy import (
     Domain,
@@ -51,13 +52,14 @@ TENANCY_TYPES = (
     AggregateType.RESOURCE_POLICY,
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
+    AggregateType.CORRECTION,
 )
 TENANCY_SUBJECTS = [events_of(kind) for kind in TENANCY_TYPES]
 """The filters a fold of the directory reads."""
 
 CLASSES: dict[AggregateType, type[Aggregate]] = {
     cls.aggregate_type: cls
-    for cls in (Domain, Project, User, Keypair, ResourcePolicy, ResourceGroup, Image)
+    for cls in (Domain, Project, User, Keypair, ResourcePolicy, ResourceGroup, Image, Correction)
 }
 
 # What an unknown scope is limited to: nothing. Admission then refuses rather than admits on
@@ -70,6 +72,8 @@ class NoKeypairError(DomainError):
 
 
 class Directory(FoldedState):
+    folds_corrections = True  # the directory keeps ev.correction.* (the tenancy service's)
+
     def __init__(self) -> None:
         super().__init__()
         self.domains: dict[str, Domain] = {}
@@ -79,6 +83,8 @@ class Directory(FoldedState):
         self.policies: dict[str, ResourcePolicy] = {}
         self.groups: dict[str, ResourceGroup] = {}
         self.images: dict[str, Image] = {}
+        self.corrections: dict[str, Correction] = {}
+        """Operators' corrections of quarantined aggregates, by correction id."""
         """Subjects whose events this code cannot fold; nothing is decided on them."""
         self._created_by: dict[str, str] = {}
         self._by_type: dict[AggregateType, dict[str, Any]] = {
@@ -89,6 +95,7 @@ class Directory(FoldedState):
             AggregateType.RESOURCE_POLICY: self.policies,
             AggregateType.RESOURCE_GROUP: self.groups,
             AggregateType.IMAGE: self.images,
+            AggregateType.CORRECTION: self.corrections,
         }
 
     # ---- folding -------------------------------------------------------------------------

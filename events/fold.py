@@ -20,17 +20,23 @@ import logging
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
+import nats.errors
+import nats.js.errors
+
 from events.bus import Bus
 from events.cancelling import cancelling
+from events.corrections import Corrections
 from events.direct import RawMessage
 from events.envelope import StoredEvent
 from events.quarantine import Poison, Quarantine, record_quietly
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef, Committed, Write
-from schemas.subjects import EVENT_NAME_HEADER
+from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
 
 log = logging.getLogger(__name__)
+
+CORRECTIONS = events_of(AggregateType.CORRECTION)
 
 
 class FoldedState(ABC):
@@ -43,6 +49,8 @@ class FoldedState(ABC):
 
     consumer = "consumer"
     """The name quarantined events are recorded under."""
+    folds_corrections = False
+    """Whether ``evolve`` also takes ``ev.correction.*`` events (the directory keeps them)."""
 
     def __init__(self, position: int = 0, guards: dict[str, int] | None = None) -> None:
         self.position = position
@@ -53,6 +61,8 @@ class FoldedState(ABC):
         """Subjects held after an event that could not be folded: never decided on."""
         self.poisoned: list[Poison] = []
         """Events held since the fold last recorded them in the quarantine."""
+        self.corrected = Corrections()
+        """Operators' corrections of held aggregates: events skipped, aggregates voided."""
 
     def guard(self, aggregate: AggregateRef) -> int:
         """The expected sequence for the next write to ``aggregate`` (0: not seen, so create)."""
@@ -64,6 +74,10 @@ class FoldedState(ABC):
         if event.seq <= self.guards.get(subject, 0):
             return False
         self.guards[subject] = event.seq
+        if event.envelope.aggregate_type is AggregateType.CORRECTION:
+            self._take_correction(event)
+            if not self.folds_corrections:
+                return True
         if subject in self.broken:
             return False
         try:
@@ -81,6 +95,19 @@ class FoldedState(ABC):
         if first:
             self.forget(subject)
         self.poisoned.append(Poison.of(seq, self.consumer, subject, name, exc))
+
+    def _take_correction(self, event: StoredEvent) -> None:
+        try:
+            target, voided = self.corrected.take(event.envelope)
+        except Exception as exc:
+            self.hold(event.envelope.subject, event.seq, event.envelope.name, exc)
+            return
+        if voided:
+            if target not in self.broken:
+                self.broken.add(target)
+                self.forget(target)
+        elif target in self.broken and target not in self.corrected.voided:
+            self.corrected.to_rebuild[target] = None
 
     def forget(self, subject: str) -> None:  # noqa: B027 (a hook: most states keep nothing)
         """Drop what was folded of a held aggregate (override where state keeps it)."""
@@ -113,6 +140,8 @@ class Fold(Generic[S]):
         self._bus = bus
         self._quarantine: Quarantine | None = None
         self._store = EventStore(bus)
+        if subjects is not None and CORRECTIONS not in subjects:
+            subjects = [*subjects, CORRECTIONS]  # every consumer takes operators' corrections
         self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
         self.caught_up = asyncio.Event()
 
@@ -133,6 +162,9 @@ class Fold(Generic[S]):
         for message in messages:
             if message.seq <= guards.get(message.subject, 0):
                 continue
+            if state.corrected.skips(message.subject, message.seq):
+                guards[message.subject] = message.seq  # read past it, as the operator said
+                continue
             try:
                 unseen.append(decode(message))
             except Exception as exc:  # not an envelope at all: hold its subject
@@ -141,16 +173,47 @@ class Fold(Generic[S]):
         return unseen
 
     async def record_poisoned(self) -> None:
-        """Keep what the state held since the last call in the quarantine."""
+        """Act on corrections (fold held aggregates again, release what they settled), then
+        keep what the state held since the last call in the quarantine."""
+        corrections = self.state.corrected
+        if corrections.to_rebuild or corrections.resolved:
+            await self._correct()
         poisoned = self.state.take_poisoned()
         if poisoned:
-            if self._quarantine is None:
-                self._quarantine = await Quarantine.open(self._bus)
-            await record_quietly(self._quarantine, poisoned)
+            await record_quietly(await self._quarantine_log(), poisoned)
+
+    async def _quarantine_log(self) -> Quarantine:
+        if self._quarantine is None:
+            self._quarantine = await Quarantine.open(self._bus)
+        return self._quarantine
+
+    async def _correct(self) -> None:
+        state, corrections = self.state, self.state.corrected
+        for subject in list(corrections.to_rebuild):
+            del corrections.to_rebuild[subject]
+            messages = await self._store.reader.read_subject(subject)
+            state.broken.discard(subject)
+            state.forget(subject)
+            state.guards[subject] = 0
+            # The aggregate as far as this fold has read, without what the operator skipped.
+            for message in messages:
+                if message.seq > state.position or subject in state.broken:
+                    break
+                for event in self._unseen([message]):  # one by one: a skip moves the guard
+                    state.apply(event)
+            corrections.resolved[subject] = None
+        settled, corrections.resolved = list(corrections.resolved), {}
+        quarantine = await self._quarantine_log()
+        for subject in settled:
+            try:
+                await quarantine.release_subject(state.consumer, subject)
+            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+                log.warning("could not release %s from the quarantine: %r", subject, exc)
 
     async def catch_up(self, *, timeout: float = 1.0) -> int:
         """Fold everything up to the log's end as read now; afterwards ``caught_up`` is set."""
         target = await self._store.stream_last_seq()
+        self._tail.pending = -1  # what an earlier call saw pending is not known any more
         while self._tail.position < target:
             # With filters the last matching event may lie before ``target``: the consumer's
             # pending count (as of a moment after ``target`` was read) says when we hold it all.

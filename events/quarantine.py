@@ -108,6 +108,14 @@ class Quarantine:
         await self._kv.delete(key)
         return True
 
+    async def release_subject(self, consumer: str, subject: str) -> int:
+        """Forget every entry ``consumer`` holds for ``subject`` (corrected); how many."""
+        released = 0
+        for poison in await self.entries():
+            if poison.consumer == consumer and poison.subject == subject:
+                released += await self.release(consumer, poison.seq)
+        return released
+
 
 async def record_quietly(quarantine: Quarantine | None, poisons: list[Poison]) -> None:
     """Record, never failing the consumer: the aggregate is held in memory either way, and a

@@ -17,15 +17,13 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from events.bus import Bus
-from events.direct import RawMessage
 from events.envelope import StoredEvent
-from events.quarantine import Poison, Quarantine, record_quietly
 from events.store import EventStore, decode
 from events.tail import Tail
 from projections.base import Position, View, positions_metadata, read_positions, write_position
+from projections.containment import Containment
 from projections.db import writing
 from projections.views import VIEWS
-from schemas.subjects import EVENT_NAME_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +66,15 @@ class Projector:
         self._suffix = suffix
         self._batch = batch
         self._store = EventStore(bus)
-        self._names = frozenset[str]().union(*(v.events for v in self._views))
+        # The views' events, and operators' corrections (which say what to read past).
+        self._names = frozenset({"EventSkipped", "AggregateVoided"}).union(
+            *(v.events for v in self._views)
+        )
         self._positions: dict[str, int] = {}
         self._tail: Tail | None = None
         self._advanced = asyncio.Condition()
         self.consumer = f"projections{suffix}"
-        self._held: set[str] = set()
-        """Subjects with a quarantined event: their later events are not applied either."""
-        self._quarantine: Quarantine | None = None
-        self._poisoned: list[Poison] = []
+        self._contain = Containment(bus, self.consumer)
 
     def key(self, view: View) -> str:
         """The view's row in ``projection_positions`` (a shadow's carries its suffix)."""
@@ -99,9 +97,7 @@ class Projector:
             for view in self._views:
                 if self.key(view) not in stored:
                     await write_position(conn, self.key(view), view.version, 0)
-        self._quarantine = await Quarantine.open(self._bus)
-        entries = await self._quarantine.entries()
-        self._held = {p.subject for p in entries if p.consumer == self.consumer}
+        await self._contain.load()
         await self._sync()
         return self.position
 
@@ -139,7 +135,7 @@ class Projector:
             await self.start()
         assert self._tail is not None
         after = self._tail.position
-        events = self._decoded(await self._tail.fetch_raw(timeout))
+        events = self._contain.decoded(await self._tail.fetch_raw(timeout))
         if self._tail.position == after:
             await self._sync()  # idle: the moment to notice a swap nothing else would show
             return 0
@@ -148,7 +144,7 @@ class Projector:
             # Even a batch the name filter emptied is committed: the position says how far
             # the views have read, which is what "caught up" and read-your-writes ask.
             applied = await self.apply_batch(events, position, after=after)
-            await record_quietly(self._quarantine, self._take())
+            await self._settle()
             return applied
         except _Rewound:
             await self._sync()
@@ -159,46 +155,54 @@ class Projector:
             log.warning("a batch after seq %d failed (%r): applying it event by event", after, exc)
         return await self._one_by_one(events, position, after)
 
-    def _decoded(self, messages: Sequence[RawMessage]) -> list[StoredEvent]:
-        """The batch decoded; what does not decode, and what belongs to a held aggregate,
-        is left out (the former quarantined)."""
-        events: list[StoredEvent] = []
-        for message in messages:
-            if message.subject in self._held:
-                continue
-            try:
-                events.append(decode(message))
-            except Exception as exc:
-                self._poison(
-                    message.seq, message.subject, message.headers.get(EVENT_NAME_HEADER, ""), exc
-                )
-        return events
-
     async def _one_by_one(self, events: Sequence[StoredEvent], position: int, after: int) -> int:
         """Apply a failed batch one event per transaction: the event that fails is
         quarantined and skipped (with the rest of its aggregate), the others go in."""
         applied = 0
         for event in events:
-            if event.envelope.subject in self._held:
+            if event.envelope.subject in self._contain.held:
                 continue
             try:
                 applied += await self.apply_batch([event], event.seq)
             except OUTAGE:
                 raise
             except Exception as exc:
-                self._poison(event.seq, event.envelope.subject, event.name, exc)
+                self._contain.poison(event.seq, event.envelope.subject, event.name, exc)
                 await self.apply_batch([], event.seq)
         await self.apply_batch([], position)
-        await record_quietly(self._quarantine, self._take())
+        await self._settle()
         return applied
 
-    def _poison(self, seq: int, subject: str, name: str, exc: Exception) -> None:
-        self._held.add(subject)
-        self._poisoned.append(Poison.of(seq, self.consumer, subject, name, exc))
+    async def _settle(self) -> None:
+        """Read corrected aggregates into the views again, then record and release."""
+        for subject in list(self._contain.reapply):
+            del self._contain.reapply[subject]
+            await self._reapply(subject)
+        await self._contain.flush()
 
-    def _take(self) -> list[Poison]:
-        taken, self._poisoned = self._poisoned, []
-        return taken
+    async def _reapply(self, subject: str) -> None:
+        """A held aggregate an operator corrected: its events (less the skipped ones) up to
+        the views' position go through the views again; rows take only what they lack."""
+        contain = self._contain
+        contain.held.discard(subject)
+        messages = await self._store.reader.read_subject(subject)
+        try:
+            events = [
+                decode(m)
+                for m in messages
+                if m.seq <= self.position and not contain.corrected.skips(subject, m.seq)
+            ]
+            async with writing(self._engine) as conn:
+                for view in self._views:
+                    mine = [e for e in events if e.name in view.events]
+                    if mine:
+                        await view.apply_batch(conn, self._suffix, mine)
+        except OUTAGE:
+            raise
+        except Exception as exc:
+            contain.poison(messages[-1].seq if messages else 0, subject, "", exc)
+            return
+        contain.corrected.resolved[subject] = None
 
     async def apply_batch(
         self, events: Sequence[StoredEvent], position: int, *, after: int | None = None

@@ -50,6 +50,8 @@ class AggregateType(StrEnum):
     RESOURCE_POLICY = "resource_policy"
     RESOURCE_GROUP = "resource_group"
     IMAGE = "image"
+    CORRECTION = "correction"
+    """An operator's correction of a held (quarantined) aggregate: skip one event, or void it."""
 
 
 def event_subject(aggregate_type: AggregateType | str, aggregate_id: str) -> str:

@@ -11,6 +11,7 @@ that person's own key before sending ``CreateUser``.
 
 from __future__ import annotations
 
+from commands.admin.corrections import SkipQuarantinedEvent, VoidAggregate
 from commands.admin.fields import (
     Description,
     ImageName,
@@ -64,8 +65,9 @@ ADMIN_AGGREGATES = (
     AggregateType.RESOURCE_POLICY,
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
+    AggregateType.CORRECTION,
 )
-"""The aggregate types whose commands the gateway's admin module runs."""
+"""The aggregate types whose commands the tenancy service runs."""
 
 __all__ = [
     "ADMIN_AGGREGATES",
@@ -103,5 +105,7 @@ __all__ = [
     "RegisterImage",
     "RemoveUserFromProject",
     "SetDefaultKeypair",
+    "SkipQuarantinedEvent",
     "StarvationSeconds",
+    "VoidAggregate",
 ]

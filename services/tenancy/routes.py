@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from commands import admin as a
+from commands.admin import corrections as c
 from commands.messages import Command
+from services.tenancy import corrections, people
 from services.tenancy import domains as org
-from services.tenancy import people
 from services.tenancy import resources as res
 from services.tenancy.common import Decide
 
@@ -42,4 +43,6 @@ DECIDERS: Mapping[type[Command], Decide] = {
     a.RegisterImage: res.register_image,
     a.ModifyImage: res.modify_image,
     a.ForgetImage: res.forget_image,
+    c.SkipQuarantinedEvent: corrections.skip_quarantined_event,
+    c.VoidAggregate: corrections.void_aggregate,
 }

@@ -143,3 +143,52 @@ async def test_healthz_is_degraded_and_names_the_quarantine_while_serving(
         assert any(row["seq"] == seq and row["consumer"] == "projections" for row in rows)
         viewer = await gateway.gql("{ viewer { role } }")
         assert viewer["data"]["viewer"]["role"] == "superadmin"  # still serving
+
+
+async def test_an_operator_skips_the_event_or_voids_the_aggregate_by_appending_a_correction(
+    bus: Bus, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    held_id = new_id()
+    await write_raw(bus, held_id, valid_request(held_id))
+    later = valid_request(held_id)
+    later.update(name="SessionTeleported", aggregate_version=2, event_id=new_id())
+    poison_seq = await write_raw(bus, held_id, later)  # newer code's event: nobody reads it
+    _, void_seq = await write_hostile(bus, "wrong-types")
+    consumer = f"scheduler-test-{new_id()[:8]}"
+    state = SchedulerState()
+    state.position = poison_seq - 2
+    fold = Fold(bus, state, subjects=[events_of(AggregateType.SESSION)], consumer=consumer)
+    try:
+        await fold.catch_up(timeout=0.5)
+        (held,) = [s for s in state.broken if s.endswith(held_id)]
+        assert held_id not in state.sessions
+        assert (await quarantined(bus, consumer)).get(poison_seq) == held
+        voided = (await quarantined(bus, consumer))[void_seq]
+        assert voided in state.broken
+
+        async with running_gateway(bus, tmp_path_factory.mktemp("corrections")) as gateway:
+            skip = await gateway.gql(
+                "mutation($s: String!, $q: Int!) { skipQuarantinedEvent(subject: $s, seq: $q, "
+                'reason: "written by a newer release") { status message } }',
+                s=held,
+                q=poison_seq,
+            )
+            assert skip["data"]["skipQuarantinedEvent"]["status"] == "ACCEPTED", skip
+            void = await gateway.gql(
+                'mutation($s: String!) { voidAggregate(subject: $s, reason: "junk") '
+                "{ status message } }",
+                s=voided,
+            )
+            assert void["data"]["voidAggregate"]["status"] == "ACCEPTED", void
+            refused = await gateway.gql(
+                'mutation { voidAggregate(subject: "not a subject") { status } }'
+            )
+            assert refused["errors"][0]["extensions"]["code"] == "invalid"
+
+        await fold.catch_up(timeout=0.5)
+        assert held not in state.broken and held_id in state.sessions  # read again, less one
+        assert voided in state.broken  # given up for good
+        left = await quarantined(bus, consumer)
+        assert poison_seq not in left and void_seq not in left  # both settled
+    finally:
+        await fold.close()

@@ -1,5 +1,6 @@
-"""The ``quarantine`` query: events consumers could not decode or apply (the ``jy-quarantine``
-bucket), for the cluster's administrators only. Reads the bucket; writes nothing."""
+"""The ``quarantine`` query (events consumers could not decode or apply: the ``jy-quarantine``
+bucket) and the corrections (``skipQuarantinedEvent``, ``voidAggregate``: commands on
+``cmd.correction.*``), for the cluster's administrators only."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from typing import Any
 import strawberry
 from strawberry.types import Info
 
-from commands.authorisation import can_administer_cluster
+from commands import admin
+from commands.authorisation import Principal, can_administer_cluster
+from commands.correction import correction_id_for
 from events.quarantine import Poison
+from services.gateway.admin_api.send import build, run
+from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
 
 MAX_LISTED = 500
@@ -44,8 +49,39 @@ class QuarantineQuery:
     async def quarantine(
         self, info: Info[Context, Any], first: int = 100
     ) -> list[QuarantinedEvent]:
-        if not can_administer_cluster(who(info)):
-            raise forbidden(info, "only cluster administrators see the quarantine")
+        _superadmin(info)
         quarantine = ctx_of(info).services.quarantine
         entries = [] if quarantine is None else await quarantine.entries()
         return [QuarantinedEvent.of(p) for p in entries[: max(0, min(first, MAX_LISTED))]]
+
+
+@strawberry.type
+class QuarantineMutation:
+    @strawberry.mutation(
+        description="Read a held aggregate again without one event (the log stays as it is): "
+        "every consumer folds it anew from its first event, skipping `seq`. Superadmins."
+    )
+    async def skip_quarantined_event(
+        self, info: Info[Context, Any], subject: str, seq: int, reason: str = ""
+    ) -> AdminOutcome:
+        me = _superadmin(info)
+        cmd = build(admin.SkipQuarantinedEvent, me, target=subject, seq=seq, reason=reason)
+        return await run(ctx_of(info), cmd, correction_id_for(subject))
+
+    @strawberry.mutation(
+        description="Give a held aggregate up: every consumer drops it and ignores its events. "
+        "Superadmins."
+    )
+    async def void_aggregate(
+        self, info: Info[Context, Any], subject: str, reason: str = ""
+    ) -> AdminOutcome:
+        me = _superadmin(info)
+        cmd = build(admin.VoidAggregate, me, target=subject, reason=reason)
+        return await run(ctx_of(info), cmd, correction_id_for(subject))
+
+
+def _superadmin(info: Info[Context, Any]) -> Principal:
+    me = who(info)
+    if not can_administer_cluster(me):
+        raise forbidden(info, "only cluster administrators correct quarantined aggregates")
+    return me

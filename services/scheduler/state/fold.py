@@ -27,6 +27,8 @@ EVOLVE: dict[AggregateType, Callable[[StateModel, StoredEvent], None]] = {
 
 
 class SchedulerState(Questions):
+    folds_corrections = True  # the directory keeps ev.correction.* (the tenancy service's)
+
     consumer = "scheduler"
 
     def evolve(self, event: StoredEvent) -> None:
