@@ -175,6 +175,7 @@ def _settings(group: ResourceGroup, event: ResourceGroupCreated | ResourceGroupM
         starvation_after_s=event.starvation_after_s,
         fragmentation_guard=event.fragmentation_guard,
         device_fill=event.device_fill,
+        pending_timeout_s=event.pending_timeout_s,
     )
 
 

@@ -87,6 +87,9 @@ class DeviceFill(StrEnum):
     """The emptiest device first (spreads load)."""
 
 
+MAX_PENDING_TIMEOUT_S = 366 * 24 * 3600
+
+
 class GroupScheduling(BaseModel):
     """How one resource group orders its queue and places sessions on its nodes."""
 
@@ -99,6 +102,8 @@ class GroupScheduling(BaseModel):
     fragmentation_guard: bool = True
     """Refuse to split a fractional request over more devices than it needs."""
     device_fill: DeviceFill = DeviceFill.FILL
+    pending_timeout_s: int | None = Field(default=None, ge=1, le=MAX_PENDING_TIMEOUT_S)
+    """A session still waiting this long after its request is cancelled (None: never)."""
 
 
 SLOT_NAMES = ("cpu", "memory", "gpu")

@@ -3,7 +3,14 @@ resource groups (``cmd.resource_group.*``) and images (``cmd.image.*``)."""
 
 from __future__ import annotations
 
-from commands.admin.fields import Description, ImageName, Name, Reason, StarvationSeconds
+from commands.admin.fields import (
+    Description,
+    ImageName,
+    Name,
+    PendingTimeout,
+    Reason,
+    StarvationSeconds,
+)
 from commands.messages import Command
 from schemas.ids import Token
 from schemas.resources import ResourceSlots
@@ -61,6 +68,7 @@ class CreateResourceGroup(Command):
     starvation_after_s: StarvationSeconds = 300
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
+    pending_timeout_s: PendingTimeout = None
 
 
 class ModifyResourceGroup(Command):
@@ -76,6 +84,7 @@ class ModifyResourceGroup(Command):
     starvation_after_s: StarvationSeconds
     fragmentation_guard: bool
     device_fill: DeviceFill
+    pending_timeout_s: PendingTimeout = None
 
 
 class AssociateResourceGroup(Command):

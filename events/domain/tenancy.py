@@ -211,6 +211,7 @@ class ResourceGroupCreated(Event):
     starvation_after_s: int = 300
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
+    pending_timeout_s: int | None = None
 
 
 @event("ResourceGroupModified", GROUP)
@@ -225,6 +226,7 @@ class ResourceGroupModified(Event):
     starvation_after_s: int = 300
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
+    pending_timeout_s: int | None = None
 
 
 @event("ResourceGroupAssociated", GROUP)

@@ -26,7 +26,12 @@ from events.writes import Store
 from services.scheduler.state import SchedulerState, Work
 from services.scheduler.steps.admit import admit_sessions
 from services.scheduler.steps.common import still_pending
-from services.scheduler.steps.lifecycle import apply_fact, hold_back, stop_timed_out
+from services.scheduler.steps.lifecycle import (
+    apply_fact,
+    end_expired,
+    hold_back,
+    stop_timed_out,
+)
 from services.scheduler.steps.place import place_group
 from services.scheduler.steps.register import register_node
 from services.scheduler.workspace import Workspace
@@ -88,6 +93,7 @@ def decide(
     for fact in work.facts:
         apply_fact(state, fact, space, now)
     stop_timed_out(state, space, now)
+    end_expired(state, space, now)
     held = hold_back(state, space, now)
     admitted = admit_sessions(state, space, now, may_admit, held)
     for group in dict.fromkeys([*state.waiting, *admitted]):

@@ -127,12 +127,14 @@ class ClusterMutation:
         starvation_after_seconds: int | None = None,
         fragmentation_guard: bool | None = None,
         device_fill: str | None = None,
+        pending_timeout_seconds: int | None = None,
     ) -> AdminOutcome:
         try:
             scheduling = parse.group_scheduling(
                 CREATED_SCHEDULING, queue_policy=queue_policy, agent_selection=agent_selection,
                 head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
                 fragmentation_guard=fragmentation_guard, device_fill=device_fill,
+                pending_timeout_seconds=pending_timeout_seconds,
             )  # fmt: skip
             types = _session_types(allowed_session_types) or tuple(SessionType)
         except InputError as exc:
@@ -161,6 +163,7 @@ class ClusterMutation:
         starvation_after_seconds: int | None = None,
         fragmentation_guard: bool | None = None,
         device_fill: str | None = None,
+        pending_timeout_seconds: int | None = None,
     ) -> AdminOutcome:
         group = ctx_of(info).directory.groups.get(name)
         try:
@@ -169,6 +172,7 @@ class ClusterMutation:
                 queue_policy=queue_policy, agent_selection=agent_selection,
                 head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
                 fragmentation_guard=fragmentation_guard, device_fill=device_fill,
+                pending_timeout_seconds=pending_timeout_seconds,
             )  # fmt: skip
             types = _session_types(allowed_session_types)
         except InputError as exc:

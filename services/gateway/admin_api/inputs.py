@@ -20,6 +20,7 @@ from schemas.bounds import (
 )
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 from schemas.tenancy import (
+    MAX_PENDING_TIMEOUT_S,
     MAX_STARVATION_S,
     SESSION_PRIORITY_DEFAULT,
     SESSION_PRIORITY_MAX,
@@ -202,6 +203,7 @@ def group_scheduling(
     starvation_after_seconds: int | None = None,
     fragmentation_guard: bool | None = None,
     device_fill: str | None = None,
+    pending_timeout_seconds: int | None = None,
 ) -> GroupScheduling:
     """``base`` with the settings given (None: keep ``base``'s), each checked by name."""
     count("starvationAfterSeconds", starvation_after_seconds, most=MAX_STARVATION_S)
@@ -213,7 +215,12 @@ def group_scheduling(
         "fragmentation_guard": fragmentation_guard,
         "device_fill": _maybe_choice("deviceFill", device_fill, DeviceFill),
     }
-    return base.model_copy(update={k: v for k, v in given.items() if v is not None})
+    update: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+    if pending_timeout_seconds is not None:
+        # 0 takes a timeout away; otherwise at least a second, at most a year.
+        count("pendingTimeoutSeconds", pending_timeout_seconds, most=MAX_PENDING_TIMEOUT_S)
+        update["pending_timeout_s"] = pending_timeout_seconds or None
+    return base.model_copy(update=update)
 
 
 def _maybe_choice(field: str, text: str | None, kind: type[E]) -> E | None:

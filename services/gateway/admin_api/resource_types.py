@@ -138,6 +138,9 @@ class ResourceGroupInfo:
         description="a fractional GPU request is never split over more devices than it needs"
     )
     device_fill: str = strawberry.field(description="fill | evenly")
+    pending_timeout_seconds: int | None = strawberry.field(
+        description="a session waiting longer is cancelled; null: never"
+    )
     allowed_session_types: list[str]
     domains: list[str] | None = strawberry.field(description="null unless a superadmin asks")
     projects: list[str] | None
@@ -156,6 +159,7 @@ class ResourceGroupInfo:
             starvation_after_seconds=group.scheduling.starvation_after_s,
             fragmentation_guard=group.scheduling.fragmentation_guard,
             device_fill=group.scheduling.device_fill.value,
+            pending_timeout_seconds=group.scheduling.pending_timeout_s,
             allowed_session_types=[t.value for t in group.allowed_session_types],
             domains=sorted(group.domains) if members else None,
             projects=sorted(group.projects) if members else None,

@@ -22,6 +22,7 @@ from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
+from services.scheduler.rules.deadlines import any_time_limits, deadlines
 from services.scheduler.rules.readiness import Blocked, Doomed, Outcome, Ready, readiness, timed_out
 from services.scheduler.state import Fact, SchedulerState
 from services.scheduler.steps.admit import end_waiting
@@ -112,6 +113,28 @@ def stop_timed_out(state: SchedulerState, space: Workspace, now: datetime) -> No
             continue
         stops = stop_the_rest(session, space, now)
         space.unit(cause_of(state.sessions[session.id]), session, *stops)
+
+
+def end_expired(state: SchedulerState, space: Workspace, now: datetime) -> None:
+    """Sessions past a time limit: a running one past its keypair's lifetime limit starts
+    terminating (its kernels stopped), a waiting one past its group's pending timeout is
+    cancelled; each with the limit as its reason. The next deadline becomes a timer."""
+    if not any_time_limits(state.directory):
+        return
+    # As this pass sees them: a session it just started running has a deadline already.
+    sessions = [space.peek_session(sid) or t.session for sid, t in state.sessions.items()]
+    due, upcoming = deadlines(sessions, state.directory, now)
+    if upcoming is not None:
+        state.wake_at(upcoming)
+    for deadline in due:
+        session = space.session(deadline.session_id)
+        if session is None:
+            continue
+        if session.status is SessionStatus.PENDING:
+            end_waiting(state, space, session.id, deadline.reason, now)
+        elif session.terminate(deadline.reason, now):
+            stops = stop_the_rest(session, space, now)
+            space.unit(cause_of(state.sessions[session.id]), session, *stops)
 
 
 def hold_back(state: SchedulerState, space: Workspace, now: datetime) -> set[str]:
