@@ -32,6 +32,7 @@ from events.store import EventStore
 from schemas.ids import new_id
 from schemas.settings import input_limits
 from schemas.subjects import AggregateType, events_of
+from services.scheduler.heartbeats import HeartbeatWatch
 from services.scheduler.passes import run_pass
 from services.scheduler.session_commands import SessionCommands
 from services.scheduler.settings import SchedulerSettings
@@ -90,6 +91,10 @@ class Scheduler:
         self._decider: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.queues = QueueBoard.on(bus)
+        self.heartbeats = HeartbeatWatch(
+            bus, self._heartbeat_gone, ttl_s=3 * bus.settings.heartbeat_interval_s
+        )
+        self._sweep: asyncio.Task[None] | None = None
         self._follower = Follower(
             self.fold, self.store,
             poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.retry_after_s,
@@ -108,6 +113,12 @@ class Scheduler:
                 len(self.state.nodes), len(self.state.agents),
             )  # fmt: skip
             self._follower.start("scheduler:follow")
+            if self.settings.watch_heartbeats:
+                self.heartbeats.start()
+                self._sweep = asyncio.create_task(
+                    self.heartbeats.sweep(self._live_nodes, self.settings.sweep_after_s),
+                    name="scheduler:sweep",
+                )
             self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
             await self.runner.start()
         except BaseException:
@@ -129,11 +140,28 @@ class Scheduler:
                 self._decider.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._decider
+        if self._sweep is not None:
+            self._sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweep
+        await self.heartbeats.stop()
         await self.queues.flush()
         for lease in self.leases.values():
             await lease.release()
         await self._follower.stop()
         await self.fold.close()
+
+    # ---- node loss -----------------------------------------------------------------------
+
+    def _live_nodes(self) -> list[str]:
+        return [node_id for node_id, node in self.state.nodes.items() if not node.lost]
+
+    def _heartbeat_gone(self, agent_id: str) -> None:
+        node = self.state.nodes.get(agent_id)
+        if node is None or node.lost:
+            return
+        self.state.gone[agent_id] = None
+        self._wake.set()
 
     # ---- following the log ---------------------------------------------------------------
 

@@ -48,3 +48,14 @@ class SchedulerSettings(BaseSettings):
     lease_ttl_s: float = Field(
         default=10.0, gt=0, description="how long an admission lease lasts unless renewed"
     )
+    watch_heartbeats: bool = Field(
+        default=True,
+        description="declare a node lost when its agent's heartbeat key expires (False only "
+        "for tests whose agents are simulated by hand and never beat)",
+    )
+    sweep_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="how long after start a registered node with no heartbeat key is declared "
+        "lost (None: the heartbeat bucket's TTL, 3x JETYARD_NATS_HEARTBEAT_INTERVAL_S)",
+    )

@@ -53,7 +53,11 @@ async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
     """Schedulers (replicas) sharing one fresh durable consumer, removed afterwards: on a
     work-queue stream only one consumer may hold ``cmd.session.*`` at a time."""
     settings = SchedulerSettings(
-        durable=f"scheduler-test-{new_id()[:8]}", poll_timeout_s=0.25, command_fetch_timeout_s=0.2
+        durable=f"scheduler-test-{new_id()[:8]}",
+        poll_timeout_s=0.25,
+        command_fetch_timeout_s=0.2,
+        # Hand-written agents never beat: node loss is tested where they do (test_node_loss).
+        watch_heartbeats=False,
     )
     running: list[Scheduler] = []
 

@@ -113,6 +113,9 @@ class StateModel(FoldedState):
         """Image -> the agents that report it."""
         self.agents_to_check: dict[str, None] = {}
         """Agents that (re)registered: a pass opens or updates their node ledgers."""
+        self.gone: dict[str, None] = {}
+        """Agents whose heartbeat is gone: a pass declares their nodes lost (kept until the
+        folded ledger says lost, so a pass that could not commit leaves them here)."""
         self.facts: deque[Fact] = deque()
         """Kernel facts a pass has yet to turn into session and ledger changes."""
 

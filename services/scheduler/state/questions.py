@@ -51,6 +51,12 @@ class Questions(StateModel):
                 owner = self.sessions[session_id].session.owner
                 if owner is not None and not self.keypair_active(owner.access_key):
                     found.add(owner.domain)
+        for agent_id in self.gone:  # a lost node's sessions end, and their quota goes back
+            node = self.nodes.get(agent_id)
+            for held in node.allocations.values() if node is not None else ():
+                tracked = self.sessions.get(held.session_id)
+                if tracked is not None and tracked.session.owner is not None:
+                    found.add(tracked.session.owner.domain)
         return found
 
     def placement_groups(self) -> set[str]:

@@ -41,4 +41,8 @@ def register_node(state: SchedulerState, agent_id: str, space: Workspace, now: d
         )  # fmt: skip
     else:
         node.change_capacity(agent.capacity, now, devices=agent.devices, numa=agent.numa)
+        # Registered again after it was declared lost: the agent fenced (stopped what was
+        # released) before registering under its new epoch, so it may take work again.
+        node.recover(f"agent registered again with epoch {agent.epoch}", now)
+    state.gone.pop(agent_id, None)
     space.unit(cause, node)

@@ -1,0 +1,66 @@
+"""Node loss (writes ``ev.node.<id>``, ``ev.session.<id>``): a node whose agent's heartbeat is
+gone is declared lost, every kernel on it released, and every session with a kernel there
+ends TERMINATED with a ``node-lost`` reason (its other kernels, on other nodes, are asked to
+stop). What they held of quota is given back by admission in the same pass. A lost node takes
+no placement until its agent registers again (``steps.register`` records it recovered).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from commands.session import Session
+from events.envelope import Cause
+from events.writes import AggregateRef
+from schemas.ids import derived_id
+from schemas.principal import SYSTEM_TENANT
+from schemas.subjects import AggregateType
+from services.scheduler.state import SchedulerState
+from services.scheduler.steps.common import SCHEDULER, cause_of
+from services.scheduler.steps.lifecycle import stop_the_rest
+from services.scheduler.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def declare_lost(state: SchedulerState, space: Workspace, now: datetime) -> None:
+    for agent_id in list(state.gone):
+        folded = state.nodes.get(agent_id)
+        if folded is None or folded.lost:
+            del state.gone[agent_id]  # no ledger (never registered), or declared already
+            continue
+        if state.is_broken(AggregateRef(AggregateType.NODE, agent_id)):
+            continue
+        node = space.node(agent_id)
+        if node is None:
+            continue
+        name = node.hostname or agent_id
+        reason = f"node-lost: node {name} stopped answering (heartbeat expired)"
+        node.mark_lost(reason, now)
+        ended: list[Session] = []
+        for kernel_id, held in sorted(node.allocations.items()):
+            node.release(kernel_id, "node-lost", now)
+            session = space.session(held.session_id)
+            # mark_terminated changes nothing for an ended session (or a second kernel's).
+            if session is not None and session.mark_terminated(reason, now):
+                ended.append(session)
+        stops = [n for s in ended for n in stop_the_rest(s, space, now, skip=node)]
+        log.warning("node %s lost: %d session(s) ended", name, len(ended))
+        # One decision: the ledger and the sessions it ends are stored together or not at all.
+        cause = _cause(agent_id, folded.version)
+        space.joint(
+            [
+                (cause, node),
+                *((cause_of(state.sessions[s.id]), s) for s in ended),
+                *((cause, n) for n in dict.fromkeys(stops)),
+            ]
+        )
+
+
+def _cause(agent_id: str, version: int) -> Cause:
+    """Deciding the same loss again (after a conflict) derives the same event ids."""
+    decision = derived_id("node-lost", agent_id, str(version))
+    return Cause(
+        causation_id=decision, correlation_id=decision, actor=SCHEDULER, tenant=SYSTEM_TENANT
+    )
