@@ -51,6 +51,8 @@ class Node(Aggregate):
         allocations: dict[str, Allocation]
         cordoned: bool
         lost: bool
+        draining: bool = False
+        drain_deadline: datetime | None = None
 
     def __init__(self) -> None:
         self.hostname = ""
@@ -63,6 +65,10 @@ class Node(Aggregate):
         self.allocations: dict[str, Allocation] = {}
         self.cordoned = False
         self.lost = False
+        self.draining = False
+        """Cordoned, and its kernels are to end (drained once none is left)."""
+        self.drain_deadline: datetime | None = None
+        """When what still runs is stopped (None: it may run to its end)."""
         # Who holds what on each device, kept as allocations come and go: the scheduler asks
         # every node for it on every pass. Derived, so not in ``State``; rebuilt on restore.
         self._devices_held: DeviceTally = {}
@@ -232,6 +238,13 @@ class Node(Aggregate):
             return False
         return self._trigger(self.Cordoned, now, reason=reason)
 
+    def drain(self, reason: str, deadline: datetime | None, now: datetime) -> bool:
+        """Cordon, and let what runs end (by ``deadline`` if given). Draining again with the
+        same deadline changes nothing; another deadline replaces it."""
+        if self.draining and self.drain_deadline == deadline:
+            return False
+        return self._trigger(self.DrainRequested, now, reason=reason, deadline=deadline)
+
     def uncordon(self, reason: str, now: datetime) -> bool:
         if not self.cordoned:
             return False
@@ -257,6 +270,7 @@ class Node(Aggregate):
     StopRequested = events.StopRequested
     Released = events.Released
     Cordoned = events.Cordoned
+    DrainRequested = events.DrainRequested
     Uncordoned = events.Uncordoned
     Lost = events.Lost
     Recovered = events.Recovered

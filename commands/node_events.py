@@ -13,6 +13,7 @@ from events.domain.node import (
     KernelStopRequested,
     NodeCapacityChanged,
     NodeCordoned,
+    NodeDrainRequested,
     NodeLost,
     NodeRecovered,
     NodeRegistered,
@@ -80,9 +81,18 @@ class Cordoned(NodeCordoned, Aggregate.Event):
         node.cordoned = True
 
 
+class DrainRequested(NodeDrainRequested, Aggregate.Event):
+    def apply(self, node: Node) -> None:
+        node.cordoned = True
+        node.draining = True
+        node.drain_deadline = self.deadline
+
+
 class Uncordoned(NodeUncordoned, Aggregate.Event):
     def apply(self, node: Node) -> None:
         node.cordoned = False
+        node.draining = False
+        node.drain_deadline = None
 
 
 class Lost(NodeLost, Aggregate.Event):

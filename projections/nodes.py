@@ -21,6 +21,7 @@ from events.domain.node import (
     KernelStopRequested,
     NodeCapacityChanged,
     NodeCordoned,
+    NodeDrainRequested,
     NodeLost,
     NodeRecovered,
     NodeRegistered,
@@ -34,6 +35,8 @@ from projections.db import UTCDateTime, slot_columns, slot_values, slots_from, s
 from schemas.resources import ResourceSlots
 
 NAME = "nodes"
+DRAINING = "draining: "
+"""How a drain's reason starts in the view (a drained node is a draining one left empty)."""
 VERSION = 1
 EVENTS = frozenset(
     cls.event_name
@@ -44,6 +47,7 @@ EVENTS = frozenset(
         KernelStopRequested,
         ResourcesReleased,
         NodeCordoned,
+        NodeDrainRequested,
         NodeUncordoned,
         NodeLost,
         NodeRecovered,
@@ -164,6 +168,9 @@ def apply(node: NodeRecord | None, event: StoredEvent) -> NodeRecord | None:
             return replace(node, kernels={k: a for k, a in node.kernels.items() if k != kernel_id})
         case NodeCordoned(reason=reason):
             return replace(node, cordoned=True, reason=reason)
+        case NodeDrainRequested(reason=reason, deadline=deadline):
+            until = f" (stopped at {deadline.isoformat()})" if deadline is not None else ""
+            return replace(node, cordoned=True, reason=f"{DRAINING}{reason}{until}")
         case NodeUncordoned(reason=reason):
             return replace(node, cordoned=False, reason=reason)
         case NodeLost(reason=reason):

@@ -3,7 +3,7 @@ machine. Written only by the scheduler; the machine's agent reads its allocation
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from events.catalogue import Event, event
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
@@ -76,6 +76,15 @@ class NodeCordoned(Event):
     """No new allocations; running kernels stay."""
 
     reason: str
+
+
+@event("NodeDrainRequested", NODE)
+class NodeDrainRequested(Event):
+    """Cordoned, and its running kernels are to end: by themselves, or stopped at
+    ``deadline`` when one is given. Uncordoning ends the drain."""
+
+    reason: str
+    deadline: AwareDatetime | None = None
 
 
 @event("NodeUncordoned", NODE)

@@ -9,13 +9,15 @@ from strawberry.tools import merge_types
 
 from services.gateway.admin_api.cluster import ClusterMutation
 from services.gateway.admin_api.keypairs import KeypairMutation
+from services.gateway.admin_api.nodes import NodeMutation
 from services.gateway.admin_api.quarantine import QuarantineMutation, QuarantineQuery
 from services.gateway.admin_api.queries import AdminQuery as TenancyQuery
 from services.gateway.admin_api.tenancy import TenancyMutation
 
 AdminQuery = merge_types("AdminQuery", (TenancyQuery, QuarantineQuery))
 AdminMutation = merge_types(
-    "AdminMutation", (TenancyMutation, KeypairMutation, ClusterMutation, QuarantineMutation)
+    "AdminMutation",
+    (TenancyMutation, KeypairMutation, ClusterMutation, QuarantineMutation, NodeMutation),
 )
 
 __all__ = ["AdminMutation", "AdminQuery"]

@@ -14,6 +14,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.types import Info
 
+from projections.nodes import DRAINING
 from projections.queries import NodeView, SessionView
 from projections.session_tables import StatusEntry
 from services.gateway.context import Context
@@ -206,6 +207,8 @@ class Node:
     allocations: int
     cordoned: bool
     lost: bool
+    state: str = strawberry.field(description="schedulable | cordoned | draining | drained | lost")
+    reason: str = strawberry.field(description="why it is in that state (the last change's)")
 
     @classmethod
     def of(cls, view: NodeView) -> Node:
@@ -219,4 +222,14 @@ class Node:
             allocations=view.allocations,
             cordoned=view.cordoned,
             lost=view.lost,
+            state=_node_state(view),
+            reason=view.reason,
         )
+
+
+def _node_state(view: NodeView) -> str:
+    if view.lost:
+        return "lost"
+    if view.cordoned and view.reason.startswith(DRAINING):
+        return "draining" if view.allocations else "drained"
+    return "cordoned" if view.cordoned else "schedulable"

@@ -32,7 +32,7 @@ from services.scheduler.steps.lifecycle import (
     hold_back,
     stop_timed_out,
 )
-from services.scheduler.steps.nodes import declare_lost
+from services.scheduler.steps.nodes import declare_lost, stop_at_drain_deadlines
 from services.scheduler.steps.place import place_group
 from services.scheduler.steps.register import register_node
 from services.scheduler.workspace import Workspace
@@ -94,6 +94,7 @@ def decide(
     for fact in work.facts:
         apply_fact(state, fact, space, now)
     declare_lost(state, space, now)
+    stop_at_drain_deadlines(state, space, now)
     stop_timed_out(state, space, now)
     end_expired(state, space, now)
     held = hold_back(state, space, now)

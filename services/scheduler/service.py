@@ -22,6 +22,7 @@ from datetime import datetime
 
 from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
+from commands.node_commands import CordonNode, DrainNode, UncordonNode
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.cancelling import cancelling
@@ -33,6 +34,7 @@ from schemas.ids import new_id
 from schemas.settings import input_limits
 from schemas.subjects import AggregateType, events_of
 from services.scheduler.heartbeats import HeartbeatWatch
+from services.scheduler.node_commands import NodeCommands
 from services.scheduler.passes import run_pass
 from services.scheduler.session_commands import SessionCommands
 from services.scheduler.settings import SchedulerSettings
@@ -49,6 +51,12 @@ FOLDED = (
 )
 SYNC_TIMEOUT_S = 10.0
 STOP_GRACE_S = 10.0
+
+
+def nodes_durable(durable: str) -> str:
+    """The durable consumer of ``cmd.node.*``: its own, next to the one of ``cmd.session.*``
+    (a consumer's filters are not widened under an existing installation)."""
+    return f"{durable}-nodes"[:64]
 
 
 class Scheduler:
@@ -75,6 +83,20 @@ class Scheduler:
             # Creates come in runs: one decision and one group commit for each run.
             batch_handlers={CreateSession: self.commands.create_sessions},
             # Its own store: commands' writes are counted apart from the passes'.
+            store=EventStore(bus),
+            clock=clock,
+            fetch_timeout=settings.command_fetch_timeout_s,
+        )
+        self.node_commands = NodeCommands(self.state, self._wake, writing=self.commands.writing)
+        self.node_runner = CommandRunner(
+            bus,
+            {
+                CordonNode: self.node_commands.cordon_node,
+                DrainNode: self.node_commands.drain_node,
+                UncordonNode: self.node_commands.uncordon_node,
+            },
+            durable=nodes_durable(settings.durable),
+            aggregate_type=AggregateType.NODE,
             store=EventStore(bus),
             clock=clock,
             fetch_timeout=settings.command_fetch_timeout_s,
@@ -121,6 +143,7 @@ class Scheduler:
                 )
             self._decider = asyncio.create_task(self._decide(), name="scheduler:decide")
             await self.runner.start()
+            await self.node_runner.start()
         except BaseException:
             await self.stop()
             raise
@@ -134,6 +157,7 @@ class Scheduler:
         if self._timer is not None:
             self._timer.cancel()
         await self.runner.stop()
+        await self.node_runner.stop()
         self._wake.set()
         if self._decider is not None:
             if not (await asyncio.wait({self._decider}, timeout=STOP_GRACE_S))[0]:

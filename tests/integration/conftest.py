@@ -14,7 +14,7 @@ from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
-from services.scheduler.service import Scheduler
+from services.scheduler.service import Scheduler, nodes_durable
 from services.scheduler.settings import SchedulerSettings
 from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 
@@ -72,5 +72,6 @@ async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
     finally:
         for scheduler in running:
             await scheduler.stop()
-        with contextlib.suppress(NotFoundError):
-            await bus.js.delete_consumer(COMMANDS_STREAM, settings.durable)
+        for durable in (settings.durable, nodes_durable(settings.durable)):
+            with contextlib.suppress(NotFoundError):
+                await bus.js.delete_consumer(COMMANDS_STREAM, durable)

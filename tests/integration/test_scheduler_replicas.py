@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from nats.js.errors import NotFoundError
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession
@@ -34,12 +35,12 @@ from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.settings import NatsSettings
-from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
+from schemas.subjects import COMMANDS_STREAM, EVENT_NAME_HEADER, AggregateType, events_of
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner
 from services.node.agent import NodeAgent
 from services.node.backend_simulated import SimulatedBackend
 from services.node.settings import AgentSettings
-from services.scheduler.service import Scheduler
+from services.scheduler.service import Scheduler, nodes_durable
 from services.scheduler.settings import SchedulerSettings
 from tests.replay_check import ENDED, ReplayReport, replay_log
 from tests.support import envelope, ref
@@ -144,6 +145,10 @@ async def replicas(settings: NatsSettings, leases: bool) -> AsyncIterator[list[S
     finally:
         for scheduler in started:
             await scheduler.stop()
+        if buses:
+            for durable in (config.durable, nodes_durable(config.durable)):
+                with contextlib.suppress(NotFoundError):
+                    await buses[0].js.delete_consumer(COMMANDS_STREAM, durable)
         for bus in buses:
             await bus.close()
 

@@ -11,6 +11,7 @@ from eventsourcing.domain import OriginatorVersionError
 
 from commands.agent import Agent
 from commands.aggregate import Aggregate
+from commands.correction import Correction
 from commands.node import Node
 from commands.quota import Quota
 from commands.repository import Loaded, load, pending_write
@@ -205,7 +206,7 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
     aggregates = (
         Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
-        ResourceGroup, Image,
+        ResourceGroup, Image, Correction,
     )  # fmt: skip
     mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 

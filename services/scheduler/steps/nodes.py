@@ -64,3 +64,25 @@ def _cause(agent_id: str, version: int) -> Cause:
     return Cause(
         causation_id=decision, correlation_id=decision, actor=SCHEDULER, tenant=SYSTEM_TENANT
     )
+
+
+def stop_at_drain_deadlines(state: SchedulerState, space: Workspace, now: datetime) -> None:
+    """A draining node whose deadline has come: every session still on it starts
+    terminating (its kernels asked to stop) with the drain as its reason. A deadline still
+    ahead becomes the scheduler's timer."""
+    for node_id, folded in state.nodes.items():
+        deadline = folded.drain_deadline
+        if not folded.draining or deadline is None or not folded.allocations or folded.lost:
+            continue
+        if deadline > now:
+            state.wake_at(deadline)
+            continue
+        name = folded.hostname or node_id
+        reason = f"node {name} was drained and its drain deadline came"
+        for held in list(folded.allocations.values()):
+            tracked = state.sessions.get(held.session_id)
+            session = space.session(held.session_id)
+            if tracked is None or session is None or not session.terminate(reason, now):
+                continue
+            stops = stop_the_rest(session, space, now)
+            space.unit(cause_of(tracked), session, *stops)
