@@ -9,6 +9,7 @@ it, folds none of its later events) and goes on with every other aggregate.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 
 import nats.errors
 import nats.js.errors
+from nats.js import JetStreamContext, api
 from nats.js.kv import KeyValue
 
 from events.bus import Bus
@@ -61,12 +63,13 @@ class Poison:
 class Quarantine:
     """Reads and writes the quarantine bucket."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, js: JetStreamContext) -> None:
         self._kv = kv
+        self._js = js
 
     @classmethod
     async def open(cls, bus: Bus) -> Quarantine:
-        return cls(await bus.js.key_value(QUARANTINE_BUCKET))
+        return cls(await bus.js.key_value(QUARANTINE_BUCKET), bus.js)
 
     async def record(self, poisons: list[Poison]) -> None:
         """Keep each one (again is harmless: same key, same meaning). Said loudly once."""
@@ -82,19 +85,43 @@ class Quarantine:
             await self._kv.put(poison.key, json.dumps(asdict(poison)).encode())
 
     async def entries(self) -> list[Poison]:
-        """Everything quarantined, oldest first."""
-        try:
-            keys = await self._kv.keys()
-        except nats.js.errors.NoKeysError:
+        """Everything quarantined, oldest first. Read with a pull consumer on the bucket's
+        stream (the last message of each key, until none is pending): nats-py's ``keys()``
+        watcher was seen to answer short while other writers were busy."""
+        stream = f"KV_{QUARANTINE_BUCKET}"
+        info = await self._js.stream_info(stream)
+        if not info.state.messages:
             return []
+        config = api.ConsumerConfig(
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=api.AckPolicy.NONE,
+            filter_subject=f"$KV.{QUARANTINE_BUCKET}.>",
+            inactive_threshold=30.0,
+            mem_storage=True,
+            num_replicas=1,
+        )
+        consumer = await self._js.add_consumer(stream, config)
+        name = consumer.name
         found: list[Poison] = []
-        for key in keys:
+        try:
+            sub = await self._js.pull_subscribe_bind(name, stream=stream)
             try:
-                entry = await self._kv.get(key)
-            except nats.js.errors.KeyNotFoundError:
-                continue
-            if entry.value:
-                found.append(Poison(**json.loads(entry.value)))
+                pending = 1
+                while pending:
+                    try:
+                        batch = await sub.fetch(256, timeout=2.0)
+                    except TimeoutError:
+                        break
+                    for msg in batch:
+                        pending = msg.metadata.num_pending
+                        operation = (msg.headers or {}).get("KV-Operation")
+                        if operation is None and msg.data:
+                            found.append(Poison(**json.loads(msg.data)))
+            finally:
+                await sub.unsubscribe()
+        finally:
+            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
+                await self._js.delete_consumer(stream, name)
         return sorted(found, key=lambda p: (p.seq, p.consumer))
 
     async def release(self, consumer: str, seq: int) -> bool:
