@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.bus import Bus
-from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from tests.fuzz.profile import fuzz_settings
-from tests.integration.gateway_support import Gateway, running_gateway
+from tests.fuzz.support import fuzzed_gateway, last_seqs
+from tests.integration.gateway_support import Gateway
 
 HOSTILE_AMOUNTS = [
     "1e400", "99999999999999999999", "NaN", "-nan", "Infinity", "-1", "0", "0.001", "0.0000001",
@@ -68,20 +68,12 @@ policies = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 async def gateway(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
-    async with running_gateway(
-        bus, tmp_path_factory.mktemp("fuzz-inputs"), command_timeout_s=0.3
-    ) as gw:
+    async with fuzzed_gateway(bus, tmp_path_factory.mktemp("fuzz-inputs")) as gw:
         yield gw
 
 
-async def _seqs(bus: Bus) -> tuple[int, int]:
-    commands = (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq
-    events = (await bus.js.stream_info(EVENTS_STREAM)).state.last_seq
-    return commands, events
-
-
 async def _send(gateway: Gateway, bus: Bus, query: str, variables: dict[str, Any]) -> None:
-    before = await _seqs(bus)
+    before = await last_seqs(bus)
     started = time.monotonic()
     answer = await gateway.client.post(
         f"{gateway.url}/graphql",
@@ -95,7 +87,7 @@ async def _send(gateway: Gateway, bus: Bus, query: str, variables: dict[str, Any
     if body.get("errors"):
         codes = {(e.get("extensions") or {}).get("code") for e in body["errors"]}
         assert "internal" not in codes, body
-        commands, events = await _seqs(bus)
+        commands, events = await last_seqs(bus)
         # A rejection is an outcome, never an event; input refused at the edge (invalid)
         # is not even sent as a command.
         assert events == before[1], f"a refused request stored an event: {body}"

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.bus import Bus
-from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from tests.fuzz.profile import fuzz_settings
-from tests.integration.gateway_support import Gateway, running_gateway
+from tests.fuzz.support import fuzzed_gateway, last_seqs
+from tests.integration.gateway_support import Gateway
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -57,16 +57,8 @@ content_types = st.sampled_from(
 
 @pytest.fixture(scope="module")
 async def gateway(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
-    async with running_gateway(
-        bus, tmp_path_factory.mktemp("fuzz-http"), command_timeout_s=0.3
-    ) as gw:
+    async with fuzzed_gateway(bus, tmp_path_factory.mktemp("fuzz-http")) as gw:
         yield gw
-
-
-async def _seqs(bus: Bus) -> tuple[int, int]:
-    commands = (await bus.js.stream_info(COMMANDS_STREAM)).state.last_seq
-    events = (await bus.js.stream_info(EVENTS_STREAM)).state.last_seq
-    return commands, events
 
 
 @fuzz_settings
@@ -74,7 +66,7 @@ async def _seqs(bus: Bus) -> tuple[int, int]:
 async def test_no_body_makes_a_500_or_sends_anything_when_refused(
     gateway: Gateway, bus: Bus, body: bytes, content_type: str, signed: bool
 ) -> None:
-    before = await _seqs(bus)
+    before = await last_seqs(bus)
     headers = {"content-type": content_type} if content_type else {}
     started = time.monotonic()
     answer = await gateway.client.post(
@@ -94,4 +86,4 @@ async def test_no_body_makes_a_500_or_sends_anything_when_refused(
         codes = {(e.get("extensions") or {}).get("code") for e in payload["errors"]}
         assert "internal" not in codes, payload
     if refused:
-        assert await _seqs(bus) == before
+        assert await last_seqs(bus) == before

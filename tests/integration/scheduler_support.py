@@ -14,6 +14,7 @@ from commands.messages import CreateSession
 from commands.node import Node
 from commands.repository import load, pending_write
 from commands.session import Session
+from events.bus import Bus
 from events.envelope import Cause, StoredEvent
 from events.store import EventStore
 from events.writes import AggregateRef
@@ -169,3 +170,13 @@ async def reason_of(store: EventStore, session_id: str, contains: str) -> str:
         return session.reason if session and contains in session.reason else None
 
     return await eventually(check)
+
+
+async def requested(
+    bus: Bus, image: str, owner: SessionOwner, need: ResourceSlots, **fields: Any
+) -> str:
+    """Send a create for one kernel of ``need`` and return the session id, once accepted."""
+    cmd = create(image, need, owner, **fields)
+    outcome = await CommandBus(bus).execute(cmd, timeout=5)
+    assert outcome is not None and outcome.accepted, outcome
+    return session_id_for(cmd.command_id)

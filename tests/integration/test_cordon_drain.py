@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from commands.bus import CommandBus
 from events.bus import Bus
 from events.store import EventStore
-from schemas.ids import session_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.tenancy import SessionOwner
@@ -20,9 +18,9 @@ from tests.integration.gateway_support import Gateway, running_gateway
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
-    create,
     eventually,
     node_of,
+    requested,
     session_in,
     slots,
 )
@@ -48,10 +46,7 @@ async def node_row(gateway: Gateway, node_id: str, state: str) -> dict[str, Any]
 
 
 async def request(bus: Bus, image: str, owner: SessionOwner) -> str:
-    cmd = create(image, NEED, owner)
-    outcome = await CommandBus(bus).execute(cmd, timeout=5)
-    assert outcome is not None and outcome.accepted, outcome
-    return session_id_for(cmd.command_id)
+    return await requested(bus, image, owner, NEED)
 
 
 async def test_cordon_then_uncordon(

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 
-from commands.bus import CommandBus
 from commands.node import Node
 from commands.quota import Quota
 from commands.repository import load
 from events.bus import Bus
 from events.store import EventStore
 from events.writes import AggregateRef
-from schemas.ids import session_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.subjects import HEARTBEATS_BUCKET, AggregateType
@@ -22,9 +20,9 @@ from schemas.tenancy import ScopeKind, SessionOwner, quota_id_for
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
-    create,
     eventually,
     node_of,
+    requested,
     session_in,
     slots,
 )
@@ -44,10 +42,7 @@ async def gone(bus: Bus, agent: FakeAgent) -> None:
 
 
 async def request(bus: Bus, image: str, owner: SessionOwner) -> str:
-    cmd = create(image, NEED, owner)
-    outcome = await CommandBus(bus).execute(cmd, timeout=5)
-    assert outcome is not None and outcome.accepted, outcome
-    return session_id_for(cmd.command_id)
+    return await requested(bus, image, owner, NEED)
 
 
 async def test_a_dead_node_ends_its_sessions_and_takes_no_more_work(

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
-from commands.bus import CommandBus
 from events.bus import Bus
 from events.store import EventStore
-from schemas.ids import new_id, session_id_for
+from schemas.ids import new_id
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus, SessionType
 from schemas.tenancy import GroupScheduling, KeypairPolicyLimits, SessionOwner
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
-    create,
     node_of,
+    requested,
     session_in,
     slots,
 )
@@ -27,10 +26,7 @@ NEED = ResourceSlots(cpu_milli=500, memory_bytes=64 << 20)
 
 
 async def request(bus: Bus, image: str, owner: SessionOwner, group: str = "default") -> str:
-    cmd = create(image, NEED, owner, type=SessionType.BATCH, resource_group=group)
-    outcome = await CommandBus(bus).execute(cmd, timeout=5)
-    assert outcome is not None and outcome.accepted, outcome
-    return session_id_for(cmd.command_id)
+    return await requested(bus, image, owner, NEED, type=SessionType.BATCH, resource_group=group)
 
 
 async def test_a_running_session_ends_at_its_keypairs_lifetime_limit(
