@@ -79,6 +79,15 @@ def secrets_key(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def nats_token(data_dir: Path) -> str:
+    """The stack's NATS token, made on the first start and kept (owner-only): agents on other
+    machines given it keep working across restarts of ``jetyard up``."""
+    path = data_dir / "nats.token"
+    if not path.exists():
+        owner_only(path, secrets.token_urlsafe(24) + "\n")
+    return path.read_text().strip()
+
+
 def _pending(data_dir: Path, key: bytes) -> AdminCredentials:
     path = data_dir / "bootstrap.pending.json"
     if path.exists():

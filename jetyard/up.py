@@ -1,11 +1,14 @@
 """``jetyard up``: the whole system on one machine, embedded defaults, one command.
 
-Starts a ``nats-server`` child (127.0.0.1, generated token, pidfile, parent-death signal) on
-``<data-dir>/nats``, declares the streams, then runs every service as a child process
-(``jetyard serve <service>``) so Python uses every core, restarting one that dies. Ctrl-C stops
-the services, then the server. A lock on the data directory keeps a second ``up`` off it; a
-server orphaned by a ``kill -9`` of an earlier ``up`` is found through its pidfile and stopped
-first.
+Starts a ``nats-server`` child (127.0.0.1, pidfile, parent-death signal, a token made on the
+first start and kept owner-only in ``<data-dir>/nats.token``) on ``<data-dir>/nats``, declares
+the streams, then runs every service as a child process (``jetyard serve <service>``) so
+Python uses every core. It supervises them all: a server that dies is started again at once
+on the same store, port and token (the services reconnect), a service after a pause that
+doubles while it keeps dying at once; it says what is down and never gives up on a part.
+Ctrl-C stops the services, then the server. A lock on the data directory keeps a second
+``up`` off it; a server orphaned by a ``kill -9`` of an earlier ``up`` is found through its
+pidfile and stopped first.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -22,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.bus import connect, ensure_streams
-from jetyard.bootstrap import AdminCredentials, bootstrap, secrets_key
+from jetyard.bootstrap import AdminCredentials, bootstrap, nats_token, secrets_key
 from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirLock, stop_orphaned_server
 from schemas.settings import NatsSettings
 
 SERVICE_ORDER = ("projections", "tenancy", "scheduler", "agent", "gateway")
-QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting...
-MAX_QUICK_DEATHS = 5  # ...this many times in a row is broken, not unlucky
+QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting is restarted...
+MAX_RESTART_DELAY_S = 60.0  # ...after a pause that doubles each time, up to this
 
 
 @dataclass
@@ -85,7 +87,7 @@ class Stack:
         if orphan is not None:
             print(f"stopped nats-server {orphan} left running by an earlier jetyard up")
         self.server = NatsServer(
-            data_dir=data / "nats", port=self.options.nats_port, token=secrets.token_urlsafe(24)
+            data_dir=data / "nats", port=self.options.nats_port, token=nats_token(data)
         ).start()
         self.secrets_key = secrets_key(data)
         asyncio.run(self._declare())
@@ -140,8 +142,11 @@ class Stack:
             await bus.close()
 
     def supervise(self) -> str | None:
-        """Restart a service that died (after a pause, so that what it left behind is seen
-        by the next incarnation); give up on one that keeps dying at once."""
+        """Restart what died: the ``nats-server`` at once (same store, config, port and
+        token: the services reconnect by themselves), a service after a pause that doubles
+        while it keeps dying at once (up to a minute). The stack keeps running and says what
+        is down; it never gives up on a part."""
+        self._supervise_nats()
         now = time.monotonic()
         for name, child in list(self.children.items()):
             if child.poll() is None:
@@ -149,15 +154,34 @@ class Stack:
             if name not in self.died_at:
                 quick = now - self.started_at[name] < QUICK_DEATH_S
                 self.quick_deaths[name] = self.quick_deaths.get(name, 0) + 1 if quick else 0
-                if self.quick_deaths[name] >= MAX_QUICK_DEATHS:
-                    log = self.options.data_dir / "logs" / f"{name}.log"
-                    return f"{name} keeps exiting ({child.returncode}); see {log}"
                 self.died_at[name] = now
-                print(f"{name} exited with {child.returncode}; restarting", flush=True)
-            if now - self.died_at[name] >= self.options.restart_delay_s:
+                log = self.options.data_dir / "logs" / f"{name}.log"
+                print(
+                    f"{name} exited with {child.returncode}; restarting in "
+                    f"{self._delay(name):.0f}s (see {log})",
+                    flush=True,
+                )
+            if now - self.died_at[name] >= self._delay(name):
                 del self.died_at[name]
                 self._spawn(name)
         return None
+
+    def _delay(self, name: str) -> float:
+        quick = self.quick_deaths.get(name, 0)
+        return float(
+            min(self.options.restart_delay_s * 2 ** max(quick - 1, 0), MAX_RESTART_DELAY_S)
+        )
+
+    def _supervise_nats(self) -> None:
+        server = self.server
+        if server is None or server.process is None or server.process.poll() is None:
+            return
+        print(f"nats-server exited with {server.process.returncode}; restarting", flush=True)
+        try:
+            server.start()
+            print(f"nats-server is back on {server.url}", flush=True)
+        except (RuntimeError, TimeoutError, OSError) as exc:
+            print(f"nats-server did not come back ({exc}); trying again", flush=True)
 
     def stop(self, timeout: float = 15.0) -> None:
         for child in self.children.values():
@@ -194,7 +218,7 @@ def up(options: UpOptions) -> int:
         print(f"Jetyard is up (data in {options.data_dir})")
         print(f"  GraphQL   http://127.0.0.1:{options.gateway_port}/graphql")
         print(f"  health    http://127.0.0.1:{options.gateway_port}/healthz")
-        print(f"  NATS      {stack.server.url} (token in the services' environment)")
+        print(f"  NATS      {stack.server.url} (token in {options.data_dir / 'nats.token'})")
         print(f"  logs      {options.data_dir / 'logs'}")
         print("Ctrl-C stops everything.", flush=True)
         while True:
