@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
@@ -66,6 +67,15 @@ class Quarantine:
     def __init__(self, kv: KeyValue, js: JetStreamContext) -> None:
         self._kv = kv
         self._js = js
+        self._recent: tuple[float, list[Poison]] | None = None
+
+    async def recent_entries(self, max_age_s: float = 5.0) -> list[Poison]:
+        """``entries()``, read again at most every ``max_age_s`` (for ``/healthz``, which
+        monitors ask often: each full read opens a consumer on the bucket)."""
+        now = time.monotonic()
+        if self._recent is None or now - self._recent[0] > max_age_s:
+            self._recent = (now, await self.entries())
+        return self._recent[1]
 
     @classmethod
     async def open(cls, bus: Bus) -> Quarantine:

@@ -304,7 +304,7 @@ async def health(services: Services, store: EventStore) -> tuple[bool, dict[str,
     try:
         log_end = await store.stream_last_seq()
         views = await services.views.position()
-        held = [] if services.quarantine is None else await services.quarantine.entries()
+        held = [] if services.quarantine is None else await services.quarantine.recent_entries()
     except Exception as exc:
         return False, {"ok": False, "status": "down", "error": repr(exc)}
     ok = views >= log_end and services.bus.nc.is_connected

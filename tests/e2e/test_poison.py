@@ -82,7 +82,12 @@ def test_hostile_events_stop_nothing_and_survive_a_restart(tmp_path: Path) -> No
 
     services_alive(stack)
     assert {s: stack.pid_of(s) for s in SERVICES} == pids  # none was restarted
-    health = httpx.get(f"{stack.url}/healthz", timeout=5)
+    deadline = time.monotonic() + 15  # /healthz reads the quarantine every few seconds
+    while True:
+        health = httpx.get(f"{stack.url}/healthz", timeout=5)
+        if health.json().get("status") == "degraded" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert health.status_code == 200
     assert health.json()["status"] == "degraded"
     listed = stack.gql("{ quarantine(first: 500) { seq consumer subject } }")["data"]
