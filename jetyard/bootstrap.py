@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -76,6 +77,20 @@ def secrets_key(data_dir: Path) -> str:
     path = data_dir / "secrets.key"
     if not path.exists():
         owner_only(path, SecretVault.generate_key().decode() + "\n")
+    return path.read_text().strip()
+
+
+def cluster_id(data_dir: Path) -> str:
+    """The installation's id, made on its first start and kept in ``cluster.id``: its agents'
+    node ids derive from it, so two installations on one machine (and one Docker engine) never
+    share a node id or a container. A data directory from before there was one (it already
+    holds a NATS store) keeps the empty id: its node ids stay derived from the host name
+    alone, as its ledgers and containers already are."""
+    path = data_dir / "cluster.id"
+    if not path.exists():
+        legacy = (data_dir / "nats").exists()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        owner_only(path, ("" if legacy else uuid.uuid4().hex) + "\n")
     return path.read_text().strip()
 
 

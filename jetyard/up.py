@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.bus import connect, ensure_streams
-from jetyard.bootstrap import AdminCredentials, bootstrap, nats_token, secrets_key
+from jetyard.bootstrap import (
+    AdminCredentials,
+    bootstrap,
+    cluster_id,
+    nats_token,
+    secrets_key,
+)
 from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirLock, stop_orphaned_server
 from schemas.settings import NatsSettings
@@ -62,6 +68,7 @@ class Stack:
     quick_deaths: dict[str, int] = field(default_factory=dict)
     lock: DataDirLock | None = None
     secrets_key: str = ""
+    cluster_id: str = ""
 
     def env(self) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
@@ -72,6 +79,7 @@ class Stack:
             "JETYARD_NATS_TOKEN": self.server.token,
             "JETYARD_AGENT_DATA_DIR": str(data / "agent"),
             "JETYARD_AGENT_BACKEND": self.options.agent_backend,
+            "JETYARD_AGENT_CLUSTER_ID": self.cluster_id,
             "JETYARD_PROJECTIONS_DATABASE_URL": os.environ.get(
                 "JETYARD_PROJECTIONS_DATABASE_URL", f"sqlite+aiosqlite:///{data / 'views.db'}"
             ),
@@ -83,6 +91,7 @@ class Stack:
         data = self.options.data_dir
         self.lock = DataDirLock(data)
         self.lock.acquire()
+        self.cluster_id = cluster_id(data)  # before the NATS store exists on a first start
         orphan = stop_orphaned_server(data / "nats" / "nats-server.pid")
         if orphan is not None:
             print(f"stopped nats-server {orphan} left running by an earlier jetyard up")

@@ -47,8 +47,13 @@ def kernel_id_for(session_id: str, index: int) -> str:
     return derived_id("kernel", session_id, str(index))
 
 
-def node_id_for_host(hostname: str) -> str:
-    """Host names contain dots and may be long, so the node id is a uuid5 of the name."""
+def node_id_for_host(hostname: str, cluster_id: str = "") -> str:
+    """A node's id: a uuid5 of its installation's cluster id and its host name (host names
+    contain dots and may be long). Two installations on one machine get two node ids, so their
+    agents never take each other's containers for their own. Without a cluster id (agents
+    configured before there was one) it is derived from the host name alone, as it was."""
+    if cluster_id:
+        return derived_id("node", cluster_id, hostname)
     return derived_id("node", hostname)
 
 

@@ -27,7 +27,6 @@ from events.bus import Bus
 from events.cancelling import cancelling
 from events.fold import Fold
 from events.store import EventStore
-from schemas.ids import node_id_for_host
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType, event_subject
 from services.node.backend import Backend, Container, KernelSpec, StartFailedError
@@ -66,7 +65,7 @@ class NodeAgent:
         *,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self.node_id = node_id_for_host(settings.hostname)
+        self.node_id = settings.node_id
         self.settings = settings
         self._bus = bus
         self._backend = backend

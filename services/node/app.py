@@ -7,7 +7,6 @@ import asyncio
 import logging
 
 from events.bus import connect, ensure_streams
-from schemas.ids import node_id_for_host
 from schemas.settings import NatsSettings
 from services.node.agent import NodeAgent
 from services.node.backend import Backend, BackendUnavailableError
@@ -21,7 +20,7 @@ log = logging.getLogger(__name__)
 async def open_backend(settings: AgentSettings) -> Backend:
     """The configured backend; ``auto`` falls back to simulated when Docker does not answer,
     and says so loudly (nothing would really run)."""
-    node_id = node_id_for_host(settings.hostname)
+    node_id = settings.node_id
     if settings.backend == "simulated":
         return SimulatedBackend(
             node_id, settings.simulated_images, mps_pipe_dir=settings.mps_pipe_dir

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.ids import node_id_for_host
+
 BackendChoice = Literal["docker", "simulated", "auto"]
 
 
@@ -23,7 +25,15 @@ class AgentSettings(BaseSettings):
 
     hostname: str = Field(
         default_factory=socket.gethostname,
-        description="the machine's name; the node id is uuid5 of it, so keep it stable",
+        description="the machine's name; the node id derives from it (and the cluster id), "
+        "so keep both stable",
+    )
+    cluster_id: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_-]{0,64}$",
+        description="the installation this agent belongs to (`jetyard up` passes its own, kept "
+        "in <data-dir>/cluster.id); the node id derives from it and the host name, so two "
+        "installations on one machine never share a node id or a container",
     )
     backend: BackendChoice = Field(
         default="auto",
@@ -73,3 +83,7 @@ class AgentSettings(BaseSettings):
             "(docs/gpus.md); unset: shares are a scheduling promise only"
         ),
     )
+
+    @property
+    def node_id(self) -> str:
+        return node_id_for_host(self.hostname, self.cluster_id)

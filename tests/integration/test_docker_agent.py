@@ -251,3 +251,39 @@ async def test_a_kernel_runs_with_its_host_name_cluster_env_and_pinned_to_its_nu
     assert output.split("\n")[:2] == ["main1", "main"]
     if pinned:  # a machine whose sysfs has no NUMA tree pins nothing (and says so in docs)
         assert output.split("\n")[2].split() == ["Cpus_allowed_list:", pinned]
+
+
+async def test_two_installations_on_one_engine_never_touch_each_others_containers(
+    bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker
+) -> None:
+    # Same machine, same host name, one Docker engine: only the cluster ids differ.
+    host = f"dock-{new_id()}"
+    mine, theirs = (
+        AgentSettings(
+            hostname=host, cluster_id=name + new_id()[:8], backend="docker",
+            stop_timeout_s=2, resync_interval_s=0.3,
+        )
+        for name in ("mine", "theirs")
+    )  # fmt: skip
+    assert mine.node_id != theirs.node_id
+    store, kernel = EventStore(bus), new_id()
+    first, stop_first = start_agent(mine, nats_settings)
+    second, stop_second = start_agent(theirs, nats_settings)
+    try:
+        await change_ledger(store, mine.node_id, allocate(kernel, image=IMAGE, command=SLEEP))
+        container_id = await eventually(lambda: started(store, mine.node_id, kernel))
+        await asyncio.sleep(1.5)  # several of the other agent's reconcile passes
+        shown = await (await docker.containers.get(container_id)).show()
+        assert shown["State"]["Running"]  # the other installation left it alone
+        assert shown["Config"]["Labels"][LABEL_NODE] == mine.node_id
+        assert await facts_about(store, theirs.node_id, kernel) == []  # never reported as its own
+    finally:
+        stop_first.set()
+        stop_second.set()
+        await first
+        await second
+        for settings in (mine, theirs):
+            node = f"{LABEL_NODE}={settings.node_id}"
+            listed = await docker.containers.list(all=True, filters=json.dumps({"label": [node]}))
+            for container in listed:
+                await container.delete(force=True)
