@@ -15,6 +15,7 @@ from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.ids import derived_id
 from schemas.principal import SYSTEM_TENANT
+from schemas.session import cluster_host
 from schemas.subjects import AggregateType
 from services.scheduler.state import SchedulerState
 from services.scheduler.steps.common import SCHEDULER, cause_of
@@ -43,7 +44,7 @@ def declare_lost(state: SchedulerState, space: Workspace, now: datetime) -> None
             node.release(kernel_id, "node-lost", now)
             session = space.session(held.session_id)
             # mark_terminated changes nothing for an ended session (or a second kernel's).
-            if session is not None and session.mark_terminated(reason, now):
+            if session is not None and session.mark_terminated(last_known(session, reason), now):
                 ended.append(session)
         stops = [n for s in ended for n in stop_the_rest(s, space, now, skip=node)]
         log.warning("node %s lost: %d session(s) ended", name, len(ended))
@@ -53,9 +54,21 @@ def declare_lost(state: SchedulerState, space: Workspace, now: datetime) -> None
             [
                 (cause, node),
                 *((cause_of(state.sessions[s.id]), s) for s in ended),
-                *((cause, n) for n in dict.fromkeys(stops)),
+                *((cause, n) for n in {n.id: n for n in stops}.values()),
             ]
         )
+
+
+def last_known(session: Session, reason: str) -> str:
+    """The loss, with what was last known of each kernel of the session (its history keeps
+    it: nothing more will ever be reported about them)."""
+    kernels = ", ".join(
+        f"{cluster_host(i)} {session.kernel(k).status.value.lower()}"
+        if k in session.placements
+        else f"{cluster_host(i)} not placed"
+        for i, k in enumerate(session.kernel_ids)
+    )
+    return f"{reason}; last known: {session.status.value.lower()}, kernels {kernels}"
 
 
 def _cause(agent_id: str, version: int) -> Cause:
