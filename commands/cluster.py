@@ -176,6 +176,9 @@ def _settings(group: ResourceGroup, event: ResourceGroupCreated | ResourceGroupM
         fragmentation_guard=event.fragmentation_guard,
         device_fill=event.device_fill,
         pending_timeout_s=event.pending_timeout_s,
+        preemption=event.preemption,
+        preemption_grace_s=event.preemption_grace_s,
+        preempt_across_domains=event.preempt_across_domains,
     )
 
 

@@ -59,6 +59,7 @@ class Session(SessionState, Aggregate):
         owner: SessionOwner | None = None
         admitted: bool = False
         kernels: dict[str, KernelState] = {}
+        preempted_by: str | None = None
 
     def __init__(self) -> None:
         # Here, not inherited: the library makes every aggregate a dataclass, which would
@@ -125,10 +126,20 @@ class Session(SessionState, Aggregate):
             return False
         return self._change(S.TERMINATING, self.Terminating, now, reason=reason)
 
+    def preempt(self, by: str, reason: str, now: datetime) -> bool:
+        """Stop a placed session to make room for the waiting session ``by``: it terminates,
+        and its end keeps ``reason`` (which names ``by``) whatever its kernels report."""
+        if self.status is S.PENDING or self.status is S.TERMINATING or self.status.is_terminal:
+            return False
+        return self._change(S.TERMINATING, self.Terminating, now, reason=reason, preempted_by=by)
+
     def mark_terminated(self, reason: str, now: datetime, exit_code: int | None = None) -> bool:
-        """The session is over (its kernel is gone). Idempotent once the session has ended."""
+        """The session is over (its kernel is gone). Idempotent once the session has ended.
+        A preempted session's end says why it was stopped before how its kernel ended."""
         if self.status.is_terminal:
             return False
+        if self.preempted_by is not None:
+            reason = f"{self._preemption()}; {reason}"
         return self._change(S.TERMINATED, self.Terminated, now, reason=reason, exit_code=exit_code)
 
     def fail(self, reason: str, now: datetime) -> bool:
@@ -218,11 +229,16 @@ class Session(SessionState, Aggregate):
         if target is S.TERMINATED:
             # The result is the main kernel's, whichever kernel ended last.
             ended = f"{cluster_host(0)}: {main.reason}"
+            if self.preempted_by is not None:
+                ended = f"{self._preemption()}; {ended}"
             self._change(S.TERMINATED, self.Terminated, now, reason=ended, exit_code=main.exit_code)
         elif target is S.TERMINATING:
             stopping = f"{cluster_host(0)}: {reason}"
             self._change(S.TERMINATING, self.Terminating, now, reason=stopping)
         return True
+
+    def _preemption(self) -> str:
+        return next(h.reason for h in reversed(self.history) if h.status is S.TERMINATING)
 
     def _may_record(self, kernel_id: str) -> bool:
         # After the end, only a placed kernel's fate is still worth recording (it was to be

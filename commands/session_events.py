@@ -91,6 +91,7 @@ class KernelFailed(SessionKernelFailed, Aggregate.Event):
 
 class Terminating(SessionTerminating, Aggregate.Event):
     def apply(self, session: SessionState) -> None:
+        session.preempted_by = self.preempted_by
         session._enter(S.TERMINATING, self.reason, self.timestamp)
 
 

@@ -30,6 +30,8 @@ class SessionState:
         """Its slots are reserved on every quota scope; only admitted sessions are placed."""
         self.kernels: dict[str, KernelState] = {}
         """Kernel id -> its fate, in a multi-kernel session (no entry: not started)."""
+        self.preempted_by: str | None = None
+        """The session it was stopped to make room for (preemption)."""
 
     @property
     def reason(self) -> str:

@@ -104,6 +104,13 @@ class GroupScheduling(BaseModel):
     device_fill: DeviceFill = DeviceFill.FILL
     pending_timeout_s: int | None = Field(default=None, ge=1, le=MAX_PENDING_TIMEOUT_S)
     """A session still waiting this long after its request is cancelled (None: never)."""
+    preemption: bool = False
+    """A waiting session may stop running sessions of lower priority when that is the only
+    way to place it (docs/scheduling.md, "Preemption")."""
+    preemption_grace_s: int = Field(default=60, ge=0, le=MAX_STARVATION_S)
+    """How long a session waits for room to come by itself before it preempts."""
+    preempt_across_domains: bool = False
+    """Victims may belong to another domain than the session they make room for."""
 
 
 SLOT_NAMES = ("cpu", "memory", "gpu")

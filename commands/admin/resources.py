@@ -69,6 +69,9 @@ class CreateResourceGroup(Command):
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
     pending_timeout_s: PendingTimeout = None
+    preemption: bool = False
+    preemption_grace_s: StarvationSeconds = 60
+    preempt_across_domains: bool = False
 
 
 class ModifyResourceGroup(Command):
@@ -85,6 +88,9 @@ class ModifyResourceGroup(Command):
     fragmentation_guard: bool
     device_fill: DeviceFill
     pending_timeout_s: PendingTimeout = None
+    preemption: bool = False
+    preemption_grace_s: StarvationSeconds = 60
+    preempt_across_domains: bool = False
 
 
 class AssociateResourceGroup(Command):

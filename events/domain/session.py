@@ -105,10 +105,12 @@ class SessionKernelFailed(Event):
 
 @event("SessionTerminating", SESSION)
 class SessionTerminating(Event):
-    """Termination was asked for (or the main kernel exited, or a batch session timed out);
-    the session ends when its kernels are gone."""
+    """Termination was asked for (or the main kernel exited, or a batch session timed out, or
+    it was preempted); the session ends when its kernels are gone."""
 
     reason: str
+    preempted_by: str | None = None
+    """The waiting session it makes room for, when it was preempted."""
 
 
 @event("SessionTerminated", SESSION)

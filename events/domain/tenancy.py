@@ -212,6 +212,9 @@ class ResourceGroupCreated(Event):
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
     pending_timeout_s: int | None = None
+    preemption: bool = False
+    preemption_grace_s: int = 60
+    preempt_across_domains: bool = False
 
 
 @event("ResourceGroupModified", GROUP)
@@ -227,6 +230,9 @@ class ResourceGroupModified(Event):
     fragmentation_guard: bool = True
     device_fill: DeviceFill = DeviceFill.FILL
     pending_timeout_s: int | None = None
+    preemption: bool = False
+    preemption_grace_s: int = 60
+    preempt_across_domains: bool = False
 
 
 @event("ResourceGroupAssociated", GROUP)

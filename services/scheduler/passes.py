@@ -34,6 +34,7 @@ from services.scheduler.steps.lifecycle import (
 )
 from services.scheduler.steps.nodes import declare_lost, stop_at_drain_deadlines
 from services.scheduler.steps.place import place_group
+from services.scheduler.steps.preempt import preempt_for
 from services.scheduler.steps.register import register_node
 from services.scheduler.workspace import Workspace
 
@@ -86,8 +87,9 @@ def decide(
     may_place: Callable[[str], bool] = lambda group: True,
 ) -> None:
     """Node ledgers for agents first, then kernel facts (which free capacity and end
-    sessions), then admission (which releases what ended), then placement, so each step sees
-    what the steps before it decided in this very pass."""
+    sessions), then admission (which releases what ended), then placement and, for what it
+    left waiting, preemption, so each step sees what the steps before it decided in this
+    very pass."""
     state.next_wake = None
     for agent_id in work.agents:
         register_node(state, agent_id, space, now)
@@ -105,4 +107,6 @@ def decide(
         queue = [*state.waiting.get(group, {}), *admitted.get(group, [])]
         # A session this pass ended (deactivated keypair, doomed) or held back is not placed.
         queue = [sid for sid in queue if sid not in held and still_pending(space, sid)]
-        state.queues[group] = place_group(state, group, queue, space, now) if queue else []
+        left = place_group(state, group, queue, space, now) if queue else []
+        preempt_for(state, group, left, space, now)
+        state.queues[group] = left

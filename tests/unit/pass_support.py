@@ -112,9 +112,12 @@ class World:
         await self.store.commit(writes)
         await self.sync()
 
-    async def tenancy(self, limits: KeypairPolicyLimits | None = None) -> SessionOwner:
+    async def tenancy(
+        self, limits: KeypairPolicyLimits | None = None, scheduling: GroupScheduling | None = None
+    ) -> SessionOwner:
         """A domain, a project, a user in it, a keypair under its own policy, and the
-        ``default`` resource group associated with the domain."""
+        ``default`` resource group (made with ``scheduling`` the first time) associated with
+        the domain."""
         now, suffix = self.clock(), new_id()[:8]
         domain, project = f"dom-{suffix}", f"proj-{suffix}"
         project_id = project_id_for(domain, project)
@@ -125,7 +128,10 @@ class World:
         user = User.create(domain, Role.USER, digest, "sealed", "default", [project_id], now)
         access_key = f"AK{suffix.upper()}"
         keypair = Keypair.create(access_key, user.id, domain, new_id(), f"kp-{suffix}", None, now)
-        group = ResourceGroup.create("default", "", GroupScheduling(), tuple(SessionType), now)
+        group = await self.group("default")
+        if group is None:
+            settings = scheduling or GroupScheduling()
+            group = ResourceGroup.create("default", "", settings, tuple(SessionType), now)
         group.associate(ScopeKind.DOMAIN, domain, now)
         await self.record(
             ADMIN,
@@ -137,6 +143,11 @@ class World:
             access_key=access_key, user_id=user.id, project_id=project_id, domain=domain
         )
         return self.owner
+
+    async def group(self, name: str) -> ResourceGroup | None:
+        """The resource group as the store holds it (None: not created)."""
+        history = await self.store.read(AggregateRef(AggregateType.RESOURCE_GROUP, name))
+        return ResourceGroup.rehydrate(e.envelope for e in history.events)
 
     async def register(self, host: str = "gpu-1", capacity: ResourceSlots | None = None) -> str:
         """An agent registers (again, with a newer epoch, if it did before); its node id."""

@@ -128,13 +128,18 @@ class ClusterMutation:
         fragmentation_guard: bool | None = None,
         device_fill: str | None = None,
         pending_timeout_seconds: int | None = None,
+        preemption: bool | None = None,
+        preemption_grace_seconds: int | None = None,
+        preempt_across_domains: bool | None = None,
     ) -> AdminOutcome:
         try:
             scheduling = parse.group_scheduling(
                 CREATED_SCHEDULING, queue_policy=queue_policy, agent_selection=agent_selection,
                 head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
                 fragmentation_guard=fragmentation_guard, device_fill=device_fill,
-                pending_timeout_seconds=pending_timeout_seconds,
+                pending_timeout_seconds=pending_timeout_seconds, preemption=preemption,
+                preemption_grace_seconds=preemption_grace_seconds,
+                preempt_across_domains=preempt_across_domains,
             )  # fmt: skip
             types = _session_types(allowed_session_types) or tuple(SessionType)
         except InputError as exc:
@@ -164,6 +169,9 @@ class ClusterMutation:
         fragmentation_guard: bool | None = None,
         device_fill: str | None = None,
         pending_timeout_seconds: int | None = None,
+        preemption: bool | None = None,
+        preemption_grace_seconds: int | None = None,
+        preempt_across_domains: bool | None = None,
     ) -> AdminOutcome:
         group = ctx_of(info).directory.groups.get(name)
         try:
@@ -172,7 +180,9 @@ class ClusterMutation:
                 queue_policy=queue_policy, agent_selection=agent_selection,
                 head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
                 fragmentation_guard=fragmentation_guard, device_fill=device_fill,
-                pending_timeout_seconds=pending_timeout_seconds,
+                pending_timeout_seconds=pending_timeout_seconds, preemption=preemption,
+                preemption_grace_seconds=preemption_grace_seconds,
+                preempt_across_domains=preempt_across_domains,
             )  # fmt: skip
             types = _session_types(allowed_session_types)
         except InputError as exc:

@@ -204,9 +204,13 @@ def group_scheduling(
     fragmentation_guard: bool | None = None,
     device_fill: str | None = None,
     pending_timeout_seconds: int | None = None,
+    preemption: bool | None = None,
+    preemption_grace_seconds: int | None = None,
+    preempt_across_domains: bool | None = None,
 ) -> GroupScheduling:
     """``base`` with the settings given (None: keep ``base``'s), each checked by name."""
     count("starvationAfterSeconds", starvation_after_seconds, most=MAX_STARVATION_S)
+    count("preemptionGraceSeconds", preemption_grace_seconds, most=MAX_STARVATION_S)
     given = {
         "queue_policy": _maybe_choice("queuePolicy", queue_policy, QueuePolicy),
         "agent_selection": _maybe_choice("agentSelection", agent_selection, AgentSelection),
@@ -214,6 +218,9 @@ def group_scheduling(
         "starvation_after_s": starvation_after_seconds,
         "fragmentation_guard": fragmentation_guard,
         "device_fill": _maybe_choice("deviceFill", device_fill, DeviceFill),
+        "preemption": preemption,
+        "preemption_grace_s": preemption_grace_seconds,
+        "preempt_across_domains": preempt_across_domains,
     }
     update: dict[str, object] = {k: v for k, v in given.items() if v is not None}
     if pending_timeout_seconds is not None:

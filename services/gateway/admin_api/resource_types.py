@@ -141,6 +141,15 @@ class ResourceGroupInfo:
     pending_timeout_seconds: int | None = strawberry.field(
         description="a session waiting longer is cancelled; null: never"
     )
+    preemption: bool = strawberry.field(
+        description="a waiting session may stop lower-priority ones to fit (docs/scheduling.md)"
+    )
+    preemption_grace_seconds: int = strawberry.field(
+        description="how long a session waits for room before it preempts"
+    )
+    preempt_across_domains: bool = strawberry.field(
+        description="victims may belong to another domain"
+    )
     allowed_session_types: list[str]
     domains: list[str] | None = strawberry.field(description="null unless a superadmin asks")
     projects: list[str] | None
@@ -160,6 +169,9 @@ class ResourceGroupInfo:
             fragmentation_guard=group.scheduling.fragmentation_guard,
             device_fill=group.scheduling.device_fill.value,
             pending_timeout_seconds=group.scheduling.pending_timeout_s,
+            preemption=group.scheduling.preemption,
+            preemption_grace_seconds=group.scheduling.preemption_grace_s,
+            preempt_across_domains=group.scheduling.preempt_across_domains,
             allowed_session_types=[t.value for t in group.allowed_session_types],
             domains=sorted(group.domains) if members else None,
             projects=sorted(group.projects) if members else None,

@@ -10,7 +10,9 @@ The rules (docs/scheduling.md, "Preemption"):
 - the fewest victims first, then the youngest (those that have run the shortest), all on one
   node;
 - only when stopping them is enough: their cpu, memory and devices are freed on a copy of the
-  node and the same fit placement uses decides (devices included, fragmentation guard too).
+  node and the same fit placement uses decides (devices included, fragmentation guard too);
+- never when what sessions already terminating hold (``releasing``) is enough by itself: that
+  room is on its way back, and stopping more would be waste.
 
 Stopping the victims frees nothing by itself: their slots stay allocated until their kernels
 have exited, so the waiting session is placed by an ordinary pass afterwards and nothing is
@@ -78,9 +80,12 @@ def choose_victims(
     offers: Sequence[NodeOffer],
     running: Sequence[Running],
     policy: Policy,
+    *,
+    releasing: Sequence[Running] = (),
 ) -> Preemption | None:
-    """The victims that make room for ``request``, or None: it fits already somewhere, it
-    spans nodes, or no set of lower-priority sessions on one node would make it fit."""
+    """The victims that make room for ``request``, or None: it fits already somewhere (or
+    will once ``releasing``, sessions already terminating, have stopped), it spans nodes, or
+    no set of lower-priority sessions on one node would make it fit."""
     if multi_node(request):
         return None
     shape = [
@@ -98,13 +103,14 @@ def choose_victims(
     for offer in offers:
         if not offer.available or request.image not in offer.images:
             continue
-        if _fits(offer, (), need, request.image):
+        leaving = [r for r in releasing if _on(r, offer)]
+        if _fits(offer, leaving, need, request.image):
             return None  # room without stopping anyone: placement's business, not ours
         here = sorted(
-            (r for r in eligible if any(h.node_id == offer.node_id for h in r.holdings)),
+            (r for r in eligible if _on(r, offer)),
             key=lambda r: (-r.started, r.session_id),
         )
-        victims = _fewest(offer, here, need, request.image)
+        victims = _fewest(offer, leaving, here, need, request.image)
         if victims is None:
             continue
         # Fewest first; among as few, the youngest: the least run time thrown away.
@@ -115,28 +121,33 @@ def choose_victims(
     return None if best is None else best[1]
 
 
+def _on(running: Running, offer: NodeOffer) -> bool:
+    return any(h.node_id == offer.node_id for h in running.holdings)
+
+
 def _fewest(
-    offer: NodeOffer, candidates: list[Running], need: Need, image: str
+    offer: NodeOffer, leaving: list[Running], candidates: list[Running], need: Need, image: str
 ) -> tuple[Running, ...] | None:
-    """The smallest set (youngest first among sets as small) whose stop makes ``need`` fit."""
-    if not candidates or not _fits(offer, candidates, need, image):
+    """The smallest set (youngest first among sets as small) whose stop, with what
+    ``leaving`` gives back, makes ``need`` fit."""
+    if not candidates or not _fits(offer, [*leaving, *candidates], need, image):
         return None
     tried = 0
     for size in range(1, len(candidates) + 1):
         for chosen in combinations(candidates, size):
             tried += 1
-            if _fits(offer, chosen, need, image):
+            if _fits(offer, [*leaving, *chosen], need, image):
                 return chosen
             if tried >= SEARCH_BUDGET:
-                return _youngest_until_fit(offer, candidates, need, image)
+                return _youngest_until_fit(offer, leaving, candidates, need, image)
     return None  # unreachable: all candidates together fit
 
 
 def _youngest_until_fit(
-    offer: NodeOffer, candidates: list[Running], need: Need, image: str
+    offer: NodeOffer, leaving: list[Running], candidates: list[Running], need: Need, image: str
 ) -> tuple[Running, ...] | None:
     for end in range(1, len(candidates) + 1):
-        if _fits(offer, candidates[:end], need, image):
+        if _fits(offer, [*leaving, *candidates[:end]], need, image):
             return tuple(candidates[:end])
     return None
 

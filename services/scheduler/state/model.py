@@ -103,6 +103,9 @@ class StateModel(FoldedState):
         """Ended sessions some quota scope still holds: a pass releases them."""
         self.placers: dict[str, Placer] = {}
         """Resource group -> its placer (what placement remembers between passes)."""
+        self.preempting: dict[str, dict[str, None]] = {}
+        """Waiting session -> the sessions preempted for it that have not ended yet: while
+        any has not, it preempts no more (what they hold comes back when they end)."""
         self.timed: dict[str, None] = {}
         """RUNNING sessions with a timeout (batch): a pass stops those past it."""
         self.next_wake: datetime | None = None

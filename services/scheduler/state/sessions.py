@@ -41,6 +41,16 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
             session.id,
             pending and not session.admitted,
         )
+    if session.preempted_by is not None:
+        _queue(
+            state,
+            state.preempting,
+            session.preempted_by,
+            session.id,
+            not session.status.is_terminal,
+        )
+        if not state.preempting[session.preempted_by]:
+            del state.preempting[session.preempted_by]
     if session.status.is_terminal and session.id in state.holdings:
         state.releasable[session.id] = None
         state.ask_for_pass()

@@ -44,11 +44,11 @@ def place_group(
     the rest waits. Returns the sessions left waiting, in queue order."""
     policy = state.directory.group_scheduling(group)
     offers = [
-        _offer(state, node)
+        offer_of(state, node)
         for node in (space.peek_node(node_id) for node_id in [*state.nodes, *space.new_nodes])
         if node is not None and node.resource_group == group
     ]
-    requests = [_request(state.sessions[sid], now) for sid in waiting]
+    requests = [request_of(state.sessions[sid], now) for sid in waiting]
     usage = _usage(state, offers) if policy.queue_policy is QueuePolicy.DRF else None
     placer = state.placers.setdefault(group, Placer())
     decisions = placer.place(
@@ -61,6 +61,8 @@ def place_group(
         assert session is not None
         if not isinstance(decision, Placed):
             left.append(session.id)
+            if session.id in state.preempting:
+                continue  # it says what it waits for: its victims to stop
             if session.note_pending_reason(decision.reason, now):
                 space.unit(cause_of(tracked), session)
             continue
@@ -137,7 +139,7 @@ def cluster_env(hosts: list[str], index: int) -> dict[str, str]:
     }
 
 
-def _offer(state: SchedulerState, node: Node) -> NodeOffer:
+def offer_of(state: SchedulerState, node: Node) -> NodeOffer:
     agent = state.agents.get(node.id)
     use = node.device_use()
     devices = tuple(
@@ -162,7 +164,7 @@ def _offer(state: SchedulerState, node: Node) -> NodeOffer:
     )
 
 
-def _request(tracked: TrackedSession, now: datetime) -> SessionRequest:
+def request_of(tracked: TrackedSession, now: datetime) -> SessionRequest:
     session = tracked.session
     spec = session.spec
     kernels = tuple(
