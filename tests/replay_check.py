@@ -17,6 +17,8 @@ What counts as a violation:
   match its placements (node, session, slots), an allocation no placement names, an
   allocation made after its session ended;
 - a kernel started on a node that never held it;
+- a session preempted for one that is unknown, already placed or ended, or of a priority not
+  above its own;
 - once the system is settled (``settled=True``): an allocation still held after its session
   ended.
 """
@@ -67,6 +69,7 @@ class SessionSeen:
     placements: list[dict[str, str]] = field(default_factory=list)
     """One entry per ``SessionScheduled``."""
     ended: bool = False
+    priority: int = 0
 
 
 @dataclass
@@ -82,6 +85,9 @@ class ReplayReport:
     held: int = 0
     """Allocations still held at the end of the log."""
     started: int = 0
+    preempted: int = 0
+    """Sessions stopped to make room for another (``SessionTerminating`` with
+    ``preempted_by``)."""
     with_devices: int = 0
     """Allocations that named their devices (and so had them checked)."""
     violations: list[str] = field(default_factory=list)
@@ -107,6 +113,7 @@ class Replay:
         self._handlers: dict[str, Callable[[int, str, dict[str, Any]], None]] = {
             "SessionRequested": self._session_requested,
             "SessionScheduled": self._session_scheduled,
+            "SessionTerminating": self._session_terminating,
             **dict.fromkeys(ENDED, self._session_ended),
             "NodeRegistered": self._node_registered,
             "NodeCapacityChanged": self._capacity_changed,
@@ -135,7 +142,8 @@ class Replay:
             kernels={
                 k: slots_of(specs[i].get("resources")) if same else None
                 for i, k in enumerate(kernel_ids)
-            }
+            },
+            priority=int((payload.get("spec") or {}).get("priority", 10)),
         )
 
     def _session_scheduled(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
@@ -145,6 +153,23 @@ class Replay:
             self.violation(seq, f"session {sid} scheduled {len(session.placements)} times")
         if session.ended:
             self.violation(seq, f"session {sid} scheduled after it ended")
+
+    def _session_terminating(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
+        by = payload.get("preempted_by")
+        if by is None:
+            return
+        self.report.preempted += 1
+        victim, preemptor = self.sessions.get(sid, SessionSeen()), self.sessions.get(by)
+        if preemptor is None:
+            self.violation(seq, f"session {sid} preempted for unknown session {by}")
+        elif preemptor.placements or preemptor.ended:
+            self.violation(seq, f"session {sid} preempted for {by}, no longer waiting")
+        elif preemptor.priority <= victim.priority:
+            self.violation(
+                seq,
+                f"session {sid} (priority {victim.priority}) preempted for {by} "
+                f"(priority {preemptor.priority})",
+            )
 
     def _session_ended(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
         self.sessions.setdefault(sid, SessionSeen()).ended = True

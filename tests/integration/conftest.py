@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.js.errors import NotFoundError
 
-from events.bus import Bus
+from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
+from jetyard.natsserver import NatsServer
 from schemas.ids import new_id
+from schemas.settings import NatsSettings
 from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
 from services.scheduler.service import Scheduler, nodes_durable
 from services.scheduler.settings import SchedulerSettings
@@ -75,3 +78,17 @@ async def start_scheduler(bus: Bus) -> AsyncIterator[StartScheduler]:
         for durable in (settings.durable, nodes_durable(settings.durable)):
             with contextlib.suppress(NotFoundError):
                 await bus.js.delete_consumer(COMMANDS_STREAM, durable)
+
+
+@pytest.fixture
+async def own_server(tmp_path: Path) -> AsyncIterator[NatsSettings]:
+    """A nats-server for this run alone, its streams declared."""
+    server = NatsServer(data_dir=tmp_path / "nats").start()
+    try:
+        settings = NatsSettings(url=server.url, request_timeout_s=10.0)
+        bus = await connect(settings, name="replicas-setup")
+        await ensure_streams(bus)
+        await bus.close()
+        yield settings
+    finally:
+        server.stop()

@@ -13,41 +13,29 @@ wait and both replicas race for it (placement is concentrated: both pick the sam
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
-from pathlib import Path
 
 import pytest
-from nats.js.errors import NotFoundError
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession
-from events.bus import Bus, connect, ensure_streams
+from events.bus import Bus, connect
 from events.store import EventStore
 from events.tail import Tail
 from events.writes import AggregateRef, ConcurrencyConflict, Write
-from jetyard.natsserver import NatsServer
-from schemas.ids import new_id, node_id_for_host, session_id_for
+from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.settings import NatsSettings
-from schemas.subjects import COMMANDS_STREAM, EVENT_NAME_HEADER, AggregateType, events_of
+from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner
-from services.node.agent import NodeAgent
-from services.node.backend_simulated import SimulatedBackend
-from services.node.settings import AgentSettings
-from services.scheduler.service import Scheduler, nodes_durable
-from services.scheduler.settings import SchedulerSettings
+from tests.integration.replica_support import IMAGE, agents, replicas, slots, until
 from tests.replay_check import ENDED, ReplayReport, replay_log
 from tests.support import envelope, ref
 from tests.tenancy_support import make_tenancy
 
-GIB = 1 << 30
-IMAGE = "jetyard-sim:replicas"
 KEYPAIRS = 4
 """Each in a domain of its own: with leases on, the replicas share the domains' admission."""
 
@@ -61,10 +49,6 @@ class Size:
 
 SHORT = Size(agents=50, sessions=500, timeout_s=60)
 FULL = Size(agents=200, sessions=2000, timeout_s=150)
-
-
-def slots(cpu: int, mem: int, gpu: int = 0) -> ResourceSlots:
-    return ResourceSlots(cpu_milli=cpu * 1000, memory_bytes=mem * GIB, gpu_hundredths=gpu * 100)
 
 
 def workload(i: int) -> tuple[tuple[ResourceSlots, ...], tuple[str, ...] | None]:
@@ -86,80 +70,6 @@ def create(i: int, owner: SessionOwner) -> CreateSession:
         image=IMAGE, kernels=tuple(KernelSpec(resources=k) for k in kernels), command=command
     )
     return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec, owner=owner)
-
-
-@pytest.fixture
-async def own_server(tmp_path: Path) -> AsyncIterator[NatsSettings]:
-    """A nats-server for this run alone, its streams declared."""
-    server = NatsServer(data_dir=tmp_path / "nats").start()
-    try:
-        settings = NatsSettings(url=server.url, request_timeout_s=10.0)
-        bus = await connect(settings, name="replicas-setup")
-        await ensure_streams(bus)
-        await bus.close()
-        yield settings
-    finally:
-        server.stop()
-
-
-@contextlib.asynccontextmanager
-async def agents(settings: NatsSettings, count: int) -> AsyncIterator[None]:
-    """``count`` simulated machines (16 CPUs, 64 GiB, 4 GPUs each) on one connection."""
-    bus = await connect(settings, name="replicas-agents")
-    stop = asyncio.Event()
-    tasks: list[asyncio.Task[None]] = []
-    for i in range(count):
-        machine = AgentSettings(
-            hostname=f"replica-node-{i:03d}", backend="simulated", cpu=Decimal(16),
-            memory_bytes=64 * GIB, simulated_gpus=4, simulated_images=(IMAGE,),
-        )  # fmt: skip
-        backend = SimulatedBackend(node_id_for_host(machine.hostname), [IMAGE])
-        agent = NodeAgent(bus, machine, backend)
-        tasks.append(asyncio.create_task(agent.run(stop), name=f"agent-{i}"))
-    try:
-        yield
-    finally:
-        stop.set()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        await bus.close()
-        failed = [r for r in results if isinstance(r, BaseException)]
-        assert not failed, f"{len(failed)} agents failed, first: {failed[0]!r}"
-
-
-@contextlib.asynccontextmanager
-async def replicas(settings: NatsSettings, leases: bool) -> AsyncIterator[list[Scheduler]]:
-    """Two schedulers, each on its own connection, sharing the durable consumer of
-    ``cmd.session.*`` (a work queue: each command goes to one of them)."""
-    config = SchedulerSettings(
-        durable="scheduler-replicas", leases=leases, poll_timeout_s=0.25,
-        command_fetch_timeout_s=0.2,
-    )  # fmt: skip
-    buses: list[Bus] = []
-    started: list[Scheduler] = []
-    try:
-        for i in range(2):
-            buses.append(bus := await connect(settings, name=f"replica-{i}"))
-            started.append(scheduler := Scheduler(bus, config))
-            await scheduler.start()
-        yield started
-    finally:
-        for scheduler in started:
-            await scheduler.stop()
-        if buses:
-            for durable in (config.durable, nodes_durable(config.durable)):
-                with contextlib.suppress(NotFoundError):
-                    await buses[0].js.delete_consumer(COMMANDS_STREAM, durable)
-        for bus in buses:
-            await bus.close()
-
-
-async def until(what: str, timeout: float, check: Callable[[], bool]) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        await asyncio.sleep(0.05)
 
 
 @dataclass

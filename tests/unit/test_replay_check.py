@@ -21,6 +21,7 @@ from events.domain.session import (
     SessionRequested,
     SessionScheduled,
     SessionTerminated,
+    SessionTerminating,
 )
 from events.envelope import StoredEvent
 from schemas.devices import DeviceInfo
@@ -297,3 +298,41 @@ def test_allocations_that_a_correct_ledger_makes_never_trip_it_and_one_more_alwa
     assert log.report().violations == []
     need = ResourceSlots(cpu_milli=free["n0"][0] + 1)
     only(log.placed("extra", "n0", need=need).report(), "node n0 over capacity: cpu_milli")
+
+
+def preempt(log: Log, victim: str, by: str) -> Log:
+    event = SessionTerminating(reason=f"preempted for {by}", preempted_by=by)
+    return log.add(victim, event)
+
+
+def test_a_preemption_for_a_waiting_session_of_higher_priority_is_counted() -> None:
+    log = Log().node("n1", gpus=1)
+    log.placed("low", "n1", devices=[share("n1", 0)])
+    log.add("high", SessionRequested(spec=high_spec(), kernel_ids=("high-k0",)))
+    preempt(log, "low", "high").release("n1", "low-k0").end("low")
+    log.schedule("high", {"high-k0": "n1"}).allocate("n1", "high-k0", "high", ONE_GPU)
+    report = log.report()
+    assert report.violations == []
+    assert report.preempted == 1
+
+
+def high_spec(priority: int = 50) -> SessionSpec:
+    return SessionSpec(image="img", kernels=(KernelSpec(resources=ONE_GPU),), priority=priority)
+
+
+@pytest.mark.parametrize(
+    ("priority", "placed_first", "text"),
+    [(10, False, "(priority 10) preempted"), (50, True, "no longer waiting")],
+)
+def test_a_preemption_against_the_rules(priority: int, placed_first: bool, text: str) -> None:
+    log = Log().node("n1", gpus=2)
+    log.placed("low", "n1", devices=[share("n1", 0)])  # priority 10, the default
+    log.add("high", SessionRequested(spec=high_spec(priority), kernel_ids=("high-k0",)))
+    if placed_first:
+        log.schedule("high", {"high-k0": "n1"}).allocate("n1", "high-k0", "high", ONE_GPU)
+    only(preempt(log, "low", "high").report(settled=False), text)
+
+
+def test_a_preemption_for_an_unknown_session() -> None:
+    log = Log().node("n1").placed("low", "n1")
+    only(preempt(log, "low", "ghost").report(settled=False), "unknown session ghost")
