@@ -28,8 +28,14 @@ from commands.session_rules import (
     UnknownKernelError,
 )
 from commands.session_state import SessionState
-from schemas.ids import kernel_id_for
-from schemas.session import KernelStatus, SessionSpec, SessionStatus, cluster_host
+from schemas.ids import derived_id, kernel_id_for
+from schemas.session import (
+    MAX_REQUEUES,
+    KernelStatus,
+    SessionSpec,
+    SessionStatus,
+    cluster_host,
+)
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 
@@ -60,6 +66,7 @@ class Session(SessionState, Aggregate):
         admitted: bool = False
         kernels: dict[str, KernelState] = {}
         preempted_by: str | None = None
+        attempt: int = 0
 
     def __init__(self) -> None:
         # Here, not inherited: the library makes every aggregate a dataclass, which would
@@ -125,6 +132,26 @@ class Session(SessionState, Aggregate):
         if self.status is S.TERMINATING or self.status.is_terminal:
             return False
         return self._change(S.TERMINATING, self.Terminating, now, reason=reason)
+
+    def requeue(self, reason: str, now: datetime) -> bool:
+        """Its node was lost: a batch session that asked for it (and has requeues left) waits
+        to be placed again with new kernels; its slots stay reserved. Otherwise nothing
+        (the caller ends it). A session asked to end, or ended, is not requeued."""
+        spec = self.spec
+        if (
+            not spec.requeue_on_node_loss
+            or self.attempt >= MAX_REQUEUES
+            or self.status not in (S.SCHEDULED, S.PREPARING, S.CREATING, S.RUNNING)
+        ):
+            return False
+        attempt = self.attempt + 1
+        kernel_ids = tuple(
+            derived_id("kernel", self.id, str(i), f"attempt-{attempt}")
+            for i in range(len(spec.kernels))
+        )
+        return self._trigger(
+            self.Requeued, now, reason=reason, kernel_ids=kernel_ids, attempt=attempt
+        )
 
     def preempt(self, by: str, reason: str, now: datetime) -> bool:
         """Stop a placed session to make room for the waiting session ``by``: it terminates,
@@ -282,5 +309,6 @@ class Session(SessionState, Aggregate):
     KernelFailed = events.KernelFailed
     Terminating = events.Terminating
     Terminated = events.Terminated
+    Requeued = events.Requeued
     Cancelled = events.Cancelled
     Failed = events.Failed

@@ -18,6 +18,7 @@ from events.domain.session import (
     SessionPendingReasonChanged,
     SessionPreparing,
     SessionRequested,
+    SessionRequeued,
     SessionScheduled,
     SessionStarted,
     SessionTerminated,
@@ -99,6 +100,16 @@ class Terminated(SessionTerminated, Aggregate.Event):
     def apply(self, session: SessionState) -> None:
         session.exit_code = self.exit_code
         session._enter(S.TERMINATED, self.reason, self.timestamp)
+
+
+class Requeued(SessionRequeued, Aggregate.Event):
+    def apply(self, session: SessionState) -> None:
+        session.kernel_ids = self.kernel_ids
+        session.attempt = self.attempt
+        session.placements = {}
+        session.kernels = {}
+        session.exit_code = None
+        session._enter(S.PENDING, self.reason, self.timestamp)
 
 
 class Cancelled(SessionCancelled, Aggregate.Event):

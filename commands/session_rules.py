@@ -12,7 +12,9 @@ from schemas.session import KernelStatus, SessionStatus
 
 S = SessionStatus
 
-# Every legal status change, in one place. Terminal statuses lead nowhere.
+# Every legal status change, in one place. Terminal statuses lead nowhere. The one way back
+# to PENDING from a placed status is a requeue after node loss (``Session.requeue``, asked
+# for by the session), which is not an ordinary transition and checks its own rule.
 TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
     S.PENDING: frozenset({S.PENDING, S.SCHEDULED, S.CANCELLED, S.ERROR}),
     S.SCHEDULED: frozenset(

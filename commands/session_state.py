@@ -32,6 +32,8 @@ class SessionState:
         """Kernel id -> its fate, in a multi-kernel session (no entry: not started)."""
         self.preempted_by: str | None = None
         """The session it was stopped to make room for (preemption)."""
+        self.attempt = 0
+        """How often it was requeued after losing its node (its kernels are new each time)."""
 
     @property
     def reason(self) -> str:
@@ -57,8 +59,8 @@ class SessionState:
 
     @property
     def started_at(self) -> datetime | None:
-        """When it first ran (all its kernels had started)."""
-        return next((h.at for h in self.history if h.status is S.RUNNING), None)
+        """When it ran (all its kernels had started); after a requeue, when it ran again."""
+        return next((h.at for h in reversed(self.history) if h.status is S.RUNNING), None)
 
     @property
     def timeout_at(self) -> datetime | None:

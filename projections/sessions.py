@@ -30,6 +30,7 @@ from events.domain.session import (
     SessionPendingReasonChanged,
     SessionPreparing,
     SessionRequested,
+    SessionRequeued,
     SessionScheduled,
     SessionStarted,
     SessionTerminated,
@@ -58,6 +59,7 @@ EVENTS = frozenset(
         SessionStarted,
         SessionTerminating,
         SessionTerminated,
+        SessionRequeued,
         SessionCancelled,
         SessionFailed,
     )
@@ -139,6 +141,9 @@ def apply(
         case SessionTerminated(reason=reason, exit_code=exit_code):
             status = SessionStatus.TERMINATED
             changes["exit_code"] = exit_code
+        case SessionRequeued(reason=reason, kernel_ids=kernel_ids):
+            status = SessionStatus.PENDING  # its node was lost: placed again, new kernels
+            changes.update(kernel_ids=kernel_ids, node_ids=(), exit_code=None)
         case SessionCancelled(reason=reason):
             status = SessionStatus.CANCELLED
         case SessionFailed(reason=reason):

@@ -91,6 +91,9 @@ def cluster_host(index: int) -> str:
 
 
 MAX_KERNELS = 64
+MAX_REQUEUES = 3
+"""How often a session asking to be requeued on node loss is placed again; the next loss
+ends it ``node-lost`` (a job that kills every node it lands on should not roam for ever)."""
 MAX_DEPENDENCIES = 16
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 MAX_COMMAND_WORDS = 1024
@@ -139,6 +142,9 @@ class SessionSpec(BaseModel):
     """Not placed before this time."""
     timeout_s: int | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)
     """Batch sessions only: terminated this many seconds after it started running."""
+    requeue_on_node_loss: bool = False
+    """Batch sessions only: when a node it runs on is lost, it waits to be placed again (new
+    kernels, up to ``MAX_REQUEUES`` times) instead of ending ``node-lost``."""
 
     @field_validator("depends_on")
     @classmethod
@@ -161,6 +167,11 @@ class SessionSpec(BaseModel):
         if self.timeout_s is not None and self.type is not SessionType.BATCH:
             raise ValueError(
                 f"timeout_s applies to batch sessions only, not to {self.type.value} ones"
+            )
+        if self.requeue_on_node_loss and self.type is not SessionType.BATCH:
+            raise ValueError(
+                "requeue_on_node_loss applies to batch sessions only, not to "
+                f"{self.type.value} ones"
             )
         return self
 

@@ -13,9 +13,10 @@ What counts as a violation:
 - with ``devices`` on an allocation: a device the node does not have, a device over
   100 hundredths, a device both whole-held and shared (or whole-held twice), a whole device
   not at 100, devices that do not add up to the allocation's GPU hundredths;
-- a session scheduled more than once; a scheduled session whose kernels' allocations do not
-  match its placements (node, session, slots), an allocation no placement names, an
-  allocation made after its session ended;
+- a session scheduled more than once (once per attempt, where a requeue after node loss
+  starts a new attempt with new kernels), or requeued while not placed; a scheduled session
+  whose kernels' allocations do not match its placements (node, session, slots), an
+  allocation no placement names, an allocation made after its session ended;
 - a kernel started on a node that never held it;
 - a session preempted for one that is unknown, already placed or ended, or of a priority not
   above its own;
@@ -68,6 +69,8 @@ class SessionSeen:
     """Kernel id -> the slots it asked for (None where the spec does not say per kernel)."""
     placements: list[dict[str, str]] = field(default_factory=list)
     """One entry per ``SessionScheduled``."""
+    attempts: list[set[str]] = field(default_factory=list)
+    """The kernel ids of each attempt: the request's, then each requeue's."""
     ended: bool = False
     priority: int = 0
 
@@ -85,6 +88,7 @@ class ReplayReport:
     held: int = 0
     """Allocations still held at the end of the log."""
     started: int = 0
+    requeued: int = 0
     preempted: int = 0
     """Sessions stopped to make room for another (``SessionTerminating`` with
     ``preempted_by``)."""
@@ -114,6 +118,7 @@ class Replay:
             "SessionRequested": self._session_requested,
             "SessionScheduled": self._session_scheduled,
             "SessionTerminating": self._session_terminating,
+            "SessionRequeued": self._session_requeued,
             **dict.fromkeys(ENDED, self._session_ended),
             "NodeRegistered": self._node_registered,
             "NodeCapacityChanged": self._capacity_changed,
@@ -144,15 +149,27 @@ class Replay:
                 for i, k in enumerate(kernel_ids)
             },
             priority=int((payload.get("spec") or {}).get("priority", 10)),
+            attempts=[set(kernel_ids)],
         )
 
     def _session_scheduled(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
         session = self.sessions.setdefault(sid, SessionSeen())
         session.placements.append(dict(payload.get("placements", {})))
-        if len(session.placements) > 1:
+        if len(session.placements) > max(len(session.attempts), 1):
             self.violation(seq, f"session {sid} scheduled {len(session.placements)} times")
         if session.ended:
             self.violation(seq, f"session {sid} scheduled after it ended")
+
+    def _session_requeued(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
+        self.report.requeued += 1
+        session = self.sessions.setdefault(sid, SessionSeen())
+        if len(session.placements) < len(session.attempts) or session.ended:
+            self.violation(seq, f"session {sid} requeued while not placed")
+        kernel_ids = list(payload.get("kernel_ids", []))
+        asked = list(session.kernels.values())[: len(kernel_ids)]
+        same = len(asked) == len(kernel_ids)
+        session.kernels.update({k: asked[i] if same else None for i, k in enumerate(kernel_ids)})
+        session.attempts.append(set(kernel_ids))
 
     def _session_terminating(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
         by = payload.get("preempted_by")
@@ -289,6 +306,41 @@ class Replay:
         if not any(h.node == agent for h in self.ever.get(kernel, [])):
             self.violation(seq, f"kernel {kernel} started on node {agent}, which never held it")
 
+    def _placement(
+        self,
+        sid: str,
+        session: SessionSeen,
+        attempt: int,
+        placements: dict[str, str],
+        placed: set[str],
+    ) -> None:
+        """One attempt's placement against its kernels and their allocations."""
+        kernels = session.attempts[attempt] if attempt < len(session.attempts) else set()
+        if kernels and set(placements) != kernels:
+            self.violation(
+                None, f"session {sid} placed kernels {sorted(placements)}, has {sorted(kernels)}"
+            )
+        for kernel, node in placements.items():
+            placed.add(kernel)
+            given = self.ever.get(kernel, [])
+            if not given:
+                self.violation(
+                    None, f"session {sid}: kernel {kernel} placed on {node}, never allocated"
+                )
+            for held in given:
+                wanted = session.kernels.get(kernel)
+                if (held.session, held.node) != (sid, node):
+                    self.violation(
+                        held.seq,
+                        f"kernel {kernel} allocated on {held.node} "
+                        f"for {held.session}; session {sid} placed it on {node}",
+                    )
+                elif wanted is not None and held.slots != wanted:
+                    self.violation(
+                        held.seq,
+                        f"kernel {kernel} allocated {held.slots}, session {sid} asked for {wanted}",
+                    )
+
     # ---- the end -------------------------------------------------------------------------
 
     def finish(self, *, settled: bool) -> ReplayReport:
@@ -296,36 +348,8 @@ class Replay:
         nothing held for a session that ended."""
         placed: set[str] = set()  # kernels some placement names
         for sid, session in self.sessions.items():
-            if not session.placements:
-                continue
-            placements = session.placements[0]
-            if session.kernels and set(placements) != set(session.kernels):
-                self.violation(
-                    None,
-                    f"session {sid} placed kernels {sorted(placements)}, "
-                    f"has {sorted(session.kernels)}",
-                )
-            for kernel, node in placements.items():
-                placed.add(kernel)
-                given = self.ever.get(kernel, [])
-                if not given:
-                    self.violation(
-                        None, f"session {sid}: kernel {kernel} placed on {node}, never allocated"
-                    )
-                for held in given:
-                    wanted = session.kernels.get(kernel)
-                    if (held.session, held.node) != (sid, node):
-                        self.violation(
-                            held.seq,
-                            f"kernel {kernel} allocated on {held.node} "
-                            f"for {held.session}; session {sid} placed it on {node}",
-                        )
-                    elif wanted is not None and held.slots != wanted:
-                        self.violation(
-                            held.seq,
-                            f"kernel {kernel} allocated {held.slots}, "
-                            f"session {sid} asked for {wanted}",
-                        )
+            for attempt, placements in enumerate(session.placements):
+                self._placement(sid, session, attempt, placements, placed)
         for kernel, given in self.ever.items():
             for held in given if kernel not in placed else []:
                 self.violation(

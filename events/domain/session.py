@@ -122,6 +122,18 @@ class SessionTerminated(Event):
     exit_code: int | None = None
 
 
+@event("SessionRequeued", SESSION)
+class SessionRequeued(Event):
+    """→ PENDING again: a node it ran on was lost and it asked to be requeued
+    (``requeue_on_node_loss``). Its new kernels (``kernel_ids``) are placed like a new
+    session's; its slots stay reserved on its quota scopes; its old kernels are forgotten."""
+
+    reason: str
+    kernel_ids: tuple[str, ...]
+    attempt: int
+    """1 for the first requeue, and so on."""
+
+
 @event("SessionCancelled", SESSION)
 class SessionCancelled(Event):
     """CANCELLED: ended while PENDING, before any resources were allocated."""

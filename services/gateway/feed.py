@@ -26,6 +26,7 @@ STATUS_OF = {
     "SessionStarted": SessionStatus.RUNNING,
     "SessionTerminating": SessionStatus.TERMINATING,
     "SessionTerminated": SessionStatus.TERMINATED,
+    "SessionRequeued": SessionStatus.PENDING,
     "SessionCancelled": SessionStatus.CANCELLED,
     "SessionFailed": SessionStatus.ERROR,
 }

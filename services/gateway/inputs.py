@@ -63,6 +63,8 @@ def create_session_command(
         raise InputError(str(exc)) from None
     if raw.get("timeout_s") is not None and raw["type"] != "batch":
         raise InputError("timeoutSeconds applies to batch sessions only (type: batch)")
+    if raw.get("requeue_on_node_loss") and raw["type"] != "batch":
+        raise InputError("requeueOnNodeLoss applies to batch sessions only (type: batch)")
     size: int = 1 if raw.get("cluster_size") is None else raw["cluster_size"]
     if not 1 <= size <= MAX_KERNELS:
         raise InputError(f"clusterSize must be 1 to {MAX_KERNELS} kernels, got {size}")
@@ -77,7 +79,8 @@ def create_session_command(
         "resource_group": raw.get("resource_group") or "default",
     }
     # Left out, they take the spec's defaults (and its validation says what is wrong).
-    for name in ("priority", "cluster_mode", "depends_on", "starts_at", "timeout_s"):
+    optional = ("priority", "cluster_mode", "depends_on", "starts_at", "timeout_s")
+    for name in (*optional, "requeue_on_node_loss"):
         if raw.get(name) is not None:
             spec[name] = raw[name]
     data: dict[str, Any] = {"actor": actor, "tenant": tenant, "spec": spec, "owner": owner}

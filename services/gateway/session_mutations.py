@@ -63,6 +63,11 @@ class CreateSessionInput:
     timeout_seconds: int | None = strawberry.field(
         default=None, description="batch only: terminate this long after it starts running"
     )
+    requeue_on_node_loss: bool | None = strawberry.field(
+        default=None,
+        description="batch only: placed again (up to 3 times) if its node is lost, instead of "
+        "ending node-lost (default false)",
+    )
     client_command_id: str | None = strawberry.field(
         default=None, description="idempotency key: the same id never creates a second session"
     )
@@ -101,6 +106,7 @@ class SessionMutation:
             "depends_on": input.depends_on,
             "starts_at": input.starts_at,
             "timeout_s": input.timeout_seconds,
+            "requeue_on_node_loss": input.requeue_on_node_loss,
         }
         try:
             command = create_session_command(

@@ -10,11 +10,12 @@ import json
 from commands.node import Node
 from commands.quota import Quota
 from commands.repository import load
+from commands.session import Session
 from events.bus import Bus
 from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.resources import ResourceSlots
-from schemas.session import SessionStatus
+from schemas.session import SessionStatus, SessionType
 from schemas.subjects import HEARTBEATS_BUCKET, AggregateType
 from schemas.tenancy import ScopeKind, SessionOwner, quota_id_for
 from tests.integration.scheduler_support import (
@@ -115,3 +116,45 @@ async def test_a_node_without_a_heartbeat_at_start_is_swept(
     history = await store.read(AggregateRef(AggregateType.NODE, silent.id))
     (loss,) = [e.envelope for e in history.events if e.name == "NodeLost"]
     assert "heartbeat expired" in loss.payload["reason"]
+
+
+async def test_a_batch_session_that_asked_for_it_is_requeued_on_a_live_node(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    owner = (await make_tenancy(store)).owner
+    dead = FakeAgent(store, slots(cpu=8, mem=8), (image,))
+    await dead.register()
+    await beat(bus, dead)
+    await start_scheduler(watch_heartbeats=True)
+    await node_of(store, dead)
+    session_id = await requested(
+        bus, image, owner, NEED, type=SessionType.BATCH, requeue_on_node_loss=True
+    )
+    (old_kernel,) = (await session_in(store, session_id, SessionStatus.SCHEDULED)).kernel_ids
+    await dead.started(old_kernel, session_id)
+    await session_in(store, session_id, SessionStatus.RUNNING)
+    live = FakeAgent(store, slots(cpu=8, mem=8), (image,))
+    await live.register()
+    await beat(bus, live)
+    await node_of(store, live)
+
+    await gone(bus, dead)
+
+    async def placed_again() -> Session | None:
+        session = (await load(store, Session, session_id)).aggregate
+        return (
+            session
+            if session is not None
+            and session.attempt == 1
+            and (session.status is SessionStatus.SCHEDULED)
+            else None
+        )
+
+    session = await eventually(placed_again)
+    (new_kernel,) = session.kernel_ids
+    assert new_kernel != old_kernel and session.placements == {new_kernel: live.id}
+    statuses = [(h.status, h.reason) for h in session.history]
+    requeue = [r for s, r in statuses if s is SessionStatus.PENDING and "node-lost" in r]
+    assert requeue and "last known: running" in requeue[0] and "requeue 1 of 3" in requeue[0]
+    quota = await load(store, Quota, quota_id_for(ScopeKind.KEYPAIR, owner.access_key))
+    assert quota.aggregate is not None and session_id in quota.aggregate.reserved

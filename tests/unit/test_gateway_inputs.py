@@ -68,6 +68,10 @@ def test_memory_sizes(text: str, expected: int) -> None:
             "timeoutSeconds applies to batch sessions only",
         ),
         ({"timeout_s": 0}, "field 'spec.timeout_s': input should be greater than 0"),
+        (
+            {"type": "interactive", "requeue_on_node_loss": True},
+            "requeueOnNodeLoss applies to batch sessions only",
+        ),
         ({"cluster_size": 0}, "clusterSize must be 1 to 64 kernels, got 0"),
         ({"cluster_size": 65}, "clusterSize must be 1 to 64 kernels, got 65"),
         ({"cluster_mode": "everywhere"}, "field 'spec.cluster_mode'"),
@@ -103,6 +107,7 @@ def test_batch_and_cluster_input_becomes_the_spec() -> None:
             starts_at=starts,
             timeout_s=3600,
             gpu="1",
+            requeue_on_node_loss=True,
         ),
         actor=ACTOR,
         tenant=SYSTEM_TENANT,
@@ -114,6 +119,7 @@ def test_batch_and_cluster_input_becomes_the_spec() -> None:
     assert spec.total.gpu_hundredths == 400
     assert spec.cluster_mode is ClusterMode.MULTI_NODE
     assert (spec.depends_on, spec.starts_at, spec.timeout_s) == (("s-1", "s-2"), starts, 3600)
+    assert spec.requeue_on_node_loss is True
 
 
 def test_left_out_batch_fields_take_the_defaults() -> None:
@@ -128,4 +134,5 @@ def test_left_out_batch_fields_take_the_defaults() -> None:
         ClusterMode.SINGLE_NODE,
         (),
     )
+    assert spec.requeue_on_node_loss is False
     assert (spec.starts_at, spec.timeout_s) == (None, None)

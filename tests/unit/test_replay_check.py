@@ -19,6 +19,7 @@ from events.domain.node import (
 )
 from events.domain.session import (
     SessionRequested,
+    SessionRequeued,
     SessionScheduled,
     SessionTerminated,
     SessionTerminating,
@@ -336,3 +337,28 @@ def test_a_preemption_against_the_rules(priority: int, placed_first: bool, text:
 def test_a_preemption_for_an_unknown_session() -> None:
     log = Log().node("n1").placed("low", "n1")
     only(preempt(log, "low", "ghost").report(settled=False), "unknown session ghost")
+
+
+def test_a_requeued_session_is_placed_again_with_its_new_kernels() -> None:
+    log = Log().node("n1").node("n2").placed("s1", "n1")
+    log.release("n1", "s1-k0")  # its node was lost
+    log.add("s1", SessionRequeued(reason="node-lost", kernel_ids=("s1-r1",), attempt=1))
+    log.schedule("s1", {"s1-r1": "n2"}).allocate("n2", "s1-r1", "s1", ONE_GPU)
+    report = log.report()
+    assert report.violations == []
+    assert (report.requeued, report.scheduled, report.allocations) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("again", ["s1-k0", "s1-r1"])
+def test_a_requeued_session_placed_twice_or_with_its_old_kernels(again: str) -> None:
+    log = Log().node("n1").node("n2").placed("s1", "n1").release("n1", "s1-k0")
+    log.add("s1", SessionRequeued(reason="node-lost", kernel_ids=("s1-r1",), attempt=1))
+    log.schedule("s1", {"s1-r1": "n2"}).allocate("n2", "s1-r1", "s1", ONE_GPU)
+    log.schedule("s1", {again: "n2"})
+    assert any("scheduled 3 times" in v for v in log.report(settled=False).violations)
+
+
+def test_a_session_requeued_while_not_placed() -> None:
+    log = Log().node("n1").request("s1", ONE_GPU)
+    log.add("s1", SessionRequeued(reason="?", kernel_ids=("s1-r1",), attempt=1))
+    only(log.report(settled=False), "requeued while not placed")

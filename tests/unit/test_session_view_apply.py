@@ -19,6 +19,7 @@ from events.domain.session import (
     SessionPendingReasonChanged,
     SessionPreparing,
     SessionRequested,
+    SessionRequeued,
     SessionScheduled,
     SessionStarted,
     SessionTerminated,
@@ -233,6 +234,27 @@ def test_cancelled_and_failed_sessions_end_with_their_reason() -> None:
     )
     assert row.exit_code is None and row.node_ids == ()
     assert row.result == "failure"
+
+
+def test_a_requeued_session_waits_again_with_its_new_kernels() -> None:
+    session = ref()
+    kernel = kernel_id_for(session.id, 0)
+    requeued = SessionRequeued(
+        reason="node-lost: ...; requeue 1 of 3", kernel_ids=("k-2",), attempt=1
+    )
+    row, history = fold(
+        [
+            requested(1, session),
+            stored(2, session, 2, SessionScheduled(placements={kernel: "n-1"}, reason="placed")),
+            stored(3, session, 3, SessionStarted(reason="started")),
+            stored(4, session, 4, requeued),
+            stored(5, session, 5, SessionScheduled(placements={"k-2": "n-2"}, reason="placed")),
+        ]
+    )
+    assert row is not None and row.status is SessionStatus.SCHEDULED
+    assert (row.kernel_ids, row.node_ids) == (("k-2",), ("n-2",))
+    assert [h.status for h in history][-2:] == [SessionStatus.PENDING, SessionStatus.SCHEDULED]
+    assert history[-2].reason.endswith("requeue 1 of 3")
 
 
 def test_an_event_already_applied_changes_nothing() -> None:

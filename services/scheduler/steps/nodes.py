@@ -1,7 +1,10 @@
 """Node loss (writes ``ev.node.<id>``, ``ev.session.<id>``): a node whose agent's heartbeat is
 gone is declared lost, every kernel on it released, and every session with a kernel there
-ends TERMINATED with a ``node-lost`` reason (its other kernels, on other nodes, are asked to
-stop). What they held of quota is given back by admission in the same pass. A lost node takes
+ends TERMINATED with a ``node-lost`` reason and what was last known of its kernels (its other
+kernels, on other nodes, are asked to stop). What they held of quota is given back by
+admission in the same pass. A batch session that asked for it (``requeue_on_node_loss``) is
+requeued instead: PENDING again with new kernels, its slots still reserved, its old kernels
+elsewhere asked to stop, placed by the next pass. A lost node takes
 no placement until its agent registers again (``steps.register`` records it recovered).
 """
 
@@ -15,7 +18,7 @@ from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.ids import derived_id
 from schemas.principal import SYSTEM_TENANT
-from schemas.session import cluster_host
+from schemas.session import MAX_REQUEUES, cluster_host
 from schemas.subjects import AggregateType
 from services.scheduler.state import SchedulerState
 from services.scheduler.steps.common import SCHEDULER, cause_of
@@ -40,20 +43,42 @@ def declare_lost(state: SchedulerState, space: Workspace, now: datetime) -> None
         reason = f"node-lost: node {name} stopped answering (heartbeat expired)"
         node.mark_lost(reason, now)
         ended: list[Session] = []
+        requeued: list[Session] = []
+        elsewhere: list[tuple[str, str]] = []  # requeued sessions' old kernels on other nodes
+        seen: set[str] = set()
         for kernel_id, held in sorted(node.allocations.items()):
             node.release(kernel_id, "node-lost", now)
             session = space.session(held.session_id)
-            # mark_terminated changes nothing for an ended session (or a second kernel's).
-            if session is not None and session.mark_terminated(last_known(session, reason), now):
+            if session is None or session.id in seen:
+                continue  # a second kernel of a session decided already
+            seen.add(session.id)
+            text = last_known(session, reason)
+            old = [
+                (k, n)
+                for k, n in session.placements.items()
+                if n != agent_id and not session.kernel(k).status.has_ended
+            ]
+            if session.requeue(f"{text}; placed again ({_attempt(session)})", now):
+                requeued.append(session)
+                elsewhere += old
+            elif session.mark_terminated(text, now):  # nothing for an ended session
                 ended.append(session)
         stops = [n for s in ended for n in stop_the_rest(s, space, now, skip=node)]
-        log.warning("node %s lost: %d session(s) ended", name, len(ended))
+        for kernel_id, node_id in elsewhere:
+            other = space.node(node_id)
+            if other is not None and other.request_stop(kernel_id, reason, now):
+                stops.append(other)
+        if requeued:
+            state.wake_at(now)  # they wait again: the next pass places them
+        log.warning(
+            "node %s lost: %d session(s) ended, %d requeued", name, len(ended), len(requeued)
+        )
         # One decision: the ledger and the sessions it ends are stored together or not at all.
         cause = _cause(agent_id, folded.version)
         space.joint(
             [
                 (cause, node),
-                *((cause_of(state.sessions[s.id]), s) for s in ended),
+                *((cause_of(state.sessions[s.id]), s) for s in [*ended, *requeued]),
                 *((cause, n) for n in {n.id: n for n in stops}.values()),
             ]
         )
@@ -69,6 +94,10 @@ def last_known(session: Session, reason: str) -> str:
         for i, k in enumerate(session.kernel_ids)
     )
     return f"{reason}; last known: {session.status.value.lower()}, kernels {kernels}"
+
+
+def _attempt(session: Session) -> str:
+    return f"requeue {session.attempt + 1} of {MAX_REQUEUES}"
 
 
 def _cause(agent_id: str, version: int) -> Cause:
