@@ -48,10 +48,11 @@ def kernel_id_for(session_id: str, index: int) -> str:
 
 
 def node_id_for_host(hostname: str, cluster_id: str = "") -> str:
-    """A node's id: a uuid5 of its installation's cluster id and its host name (host names
-    contain dots and may be long). Two installations on one machine get two node ids, so their
-    agents never take each other's containers for their own. Without a cluster id (agents
-    configured before there was one) it is derived from the host name alone, as it was."""
+    """The node id agents had before each kept its own (``services.node.identity``): a uuid5
+    of the installation's cluster id and the host name (from the host name alone without a
+    cluster id). An agent whose data directory predates ``node.id`` keeps it, as its ledger
+    and containers carry it; a new agent gets a random id instead, so two agents on one host
+    are two nodes."""
     if cluster_id:
         return derived_id("node", cluster_id, hostname)
     return derived_id("node", hostname)

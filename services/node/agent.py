@@ -10,6 +10,10 @@ the log, and acts on the difference (``services.node.plan``). Passes run at star
 ledger change, after every container event, after a NATS reconnect, after a failed pass (with
 back-off), and every ``resync_interval_s`` in case an event was missed. Stopping the agent
 leaves its containers running: the next incarnation re-attaches them.
+
+The agent acts as its backend's node (``backend.node_id``; the entry point resolves it with
+``services.node.identity``), so the id it reports under and the labels it finds its containers
+by are one value.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from services.node.capacity import Capacity, discover, simulated_capacity
 from services.node.heartbeat import Heartbeat
 from services.node.ledger import Ledger
 from services.node.logs import LogArchive
-from services.node.plan import Report, plan
+from services.node.plan import Plan, Report, plan
 from services.node.record import (
     AgentRecord,
     AgentSupersededError,
@@ -65,7 +69,7 @@ class NodeAgent:
         *,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self.node_id = settings.node_id
+        self.node_id = backend.node_id
         self.settings = settings
         self._bus = bus
         self._backend = backend
@@ -170,21 +174,30 @@ class NodeAgent:
         return epoch
 
     async def _fence(self) -> None:
-        """Stop every running container whose allocation was released (while this agent was
-        away or cut off) before registering again: a partition must not run a job twice."""
+        """End every running container whose allocation was released (while this agent was
+        away or cut off) before registering again: a partition must not run a job twice.
+        They end as a pass ends any kernel (logs kept, exit reported, container removed), so
+        the node comes back with none of that work left. The scheduler has ended their
+        sessions already (``node-lost``); the exits it reads change nothing there."""
         wanted = self.ledger.allocations
         doomed = [
             c
             for c in await self._backend.containers()
             if c.status == "running" and c.kernel_id not in wanted
         ]
-        if doomed:
-            log.warning(
-                "agent %s: stopping %d container(s) whose allocation was released",
-                self.node_id,
-                len(doomed),
-            )
-            await _each(self._stop, doomed)
+        if not doomed:
+            return
+        log.warning(
+            "agent %s: stopping %d container(s) whose allocation was released",
+            self.node_id,
+            len(doomed),
+        )
+        await _each(self._stop, doomed)
+        fenced = {c.kernel_id for c in doomed}
+        found = [c for c in await self._backend.containers() if c.kernel_id in fenced]
+        # A plan over the fenced kernels alone: nothing else is started, stopped or forgotten.
+        running = {k: r for k, r in self.record.running.items() if k in fenced}
+        await self._act(plan({}, found, running, self.record.finished & fenced))
 
     async def reconcile(self) -> None:
         """One level-triggered pass."""
@@ -192,7 +205,7 @@ class NodeAgent:
         if ledger.latest_epoch > self.record.epoch:
             raise AgentSupersededError(
                 f"agent {self.node_id}: epoch {ledger.latest_epoch} registered after this "
-                f"incarnation's {self.record.epoch} (same host name twice?); this one stops"
+                f"incarnation's {self.record.epoch} (two agents with one node id?); this one stops"
             )
         if ledger.lost_seq > self._answered_loss:
             # Declared lost while alive (cut off): fence, then come back under a new epoch.
@@ -203,6 +216,9 @@ class NodeAgent:
         todo = plan(ledger.allocations, found, self.record.running, self.record.finished)
         if not todo.empty:
             log.debug("agent %s: pass over %d container(s): %s", self.node_id, len(found), todo)
+        await self._act(todo)
+
+    async def _act(self, todo: Plan) -> None:
         facts: list[Fact] = list(await _each(self._start, todo.start))
         facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
         await _each(self._stop, todo.stop)

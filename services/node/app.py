@@ -1,5 +1,6 @@
-"""Agent entry point: connect, declare streams, pick the backend, run the agent until stopped.
-Reads and writes what ``services.node.agent`` does."""
+"""Agent entry point: resolve the node id, connect, declare streams, pick the backend, run the
+agent until stopped. Reads and writes what ``services.node.agent`` does, and
+``<data dir>/node.id`` (``services.node.identity``)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,21 @@ from services.node.agent import NodeAgent
 from services.node.backend import Backend, BackendUnavailableError
 from services.node.backend_docker import DockerBackend
 from services.node.backend_simulated import SimulatedBackend
+from services.node.identity import resolve_node_id
 from services.node.settings import AgentSettings
 
 log = logging.getLogger(__name__)
 
 
-async def open_backend(settings: AgentSettings) -> Backend:
-    """The configured backend; ``auto`` falls back to simulated when Docker does not answer,
-    and says so loudly (nothing would really run)."""
-    node_id = settings.node_id
+async def open_backend(settings: AgentSettings, node_id: str) -> Backend:
+    """The configured backend for node ``node_id``; ``auto`` falls back to simulated when
+    Docker does not answer, and says so loudly (nothing would really run)."""
     if settings.backend == "simulated":
-        return SimulatedBackend(
-            node_id, settings.simulated_images, mps_pipe_dir=settings.mps_pipe_dir
-        )
+        return _simulated(settings, node_id)
     try:
         return await DockerBackend.connect(
             node_id,
+            cluster_id=settings.cluster_id,
             url=settings.docker_url,
             stop_timeout_s=settings.stop_timeout_s,
             mps_pipe_dir=settings.mps_pipe_dir,
@@ -41,18 +41,28 @@ async def open_backend(settings: AgentSettings) -> Backend:
             exc,
             settings.hostname,
         )
-        return SimulatedBackend(
-            node_id, settings.simulated_images, mps_pipe_dir=settings.mps_pipe_dir
-        )
+        return _simulated(settings, node_id)
+
+
+def _simulated(settings: AgentSettings, node_id: str) -> SimulatedBackend:
+    return SimulatedBackend(
+        node_id,
+        settings.simulated_images,
+        cluster_id=settings.cluster_id,
+        mps_pipe_dir=settings.mps_pipe_dir,
+    )
 
 
 async def run(
     agent_settings: AgentSettings, nats_settings: NatsSettings, stop: asyncio.Event
 ) -> None:
+    # First: an unreadable node.id stops the agent before it connects or touches a container.
+    node_id = await asyncio.to_thread(resolve_node_id, agent_settings)
+    log.info("agent %s: node id %s", agent_settings.hostname, node_id)
     bus = await connect(nats_settings, name=f"agent {agent_settings.hostname}")
     try:
         await ensure_streams(bus)
-        backend = await open_backend(agent_settings)
+        backend = await open_backend(agent_settings, node_id)
         try:
             await NodeAgent(bus, agent_settings, backend).run(stop)
         finally:

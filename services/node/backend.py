@@ -13,6 +13,7 @@ from schemas.resources import ResourceSlots
 # Labels on every container the agent creates: the agent finds its containers by these alone
 # (never by a list kept in memory), so a restarted agent sees exactly what runs.
 LABEL_MANAGED = "jetyard.managed"
+LABEL_CLUSTER = "jetyard.cluster_id"
 LABEL_NODE = "jetyard.node_id"
 LABEL_KERNEL = "jetyard.kernel_id"
 LABEL_SESSION = "jetyard.session_id"
@@ -26,10 +27,19 @@ def container_name(kernel_id: str) -> str:
     return f"jy-{kernel_id}"
 
 
-def labels_for(node_id: str, kernel_id: str, session_id: str) -> dict[str, str]:
+def owner_labels(cluster_id: str, node_id: str) -> dict[str, str]:
+    """The labels that make a container this node's: its installation's and its own id (an
+    agent without a cluster id has only the node's). A backend lists and watches exactly the
+    containers carrying all of them, so two agents on one engine never see each other's."""
+    owner = {LABEL_MANAGED: "true", LABEL_NODE: node_id}
+    if cluster_id:
+        owner[LABEL_CLUSTER] = cluster_id
+    return owner
+
+
+def labels_for(cluster_id: str, node_id: str, kernel_id: str, session_id: str) -> dict[str, str]:
     return {
-        LABEL_MANAGED: "true",
-        LABEL_NODE: node_id,
+        **owner_labels(cluster_id, node_id),
         LABEL_KERNEL: kernel_id,
         LABEL_SESSION: session_id,
     }
@@ -88,6 +98,12 @@ class Backend(Protocol):
     @property
     def name(self) -> str:
         """Reported in ``AgentRegistered.backend`` ("docker", "simulated")."""
+        ...
+
+    @property
+    def node_id(self) -> str:
+        """The node whose containers this backend makes and sees: the agent acts under the
+        same id, so what it reports and what it finds by label cannot disagree."""
         ...
 
     async def images(self) -> list[str]:

@@ -1,10 +1,13 @@
 """The Docker backend (aiodocker): one container per kernel, found by label. Reads and writes no
 subjects; talks only to the local Docker engine.
 
-Containers are named ``jy-<kernel id>`` and labelled with the node, kernel and session, so a
-restarted agent re-attaches by listing labels, and a second create of the same kernel collides
-(409) instead of running it twice. Images are never pulled: a missing image fails the start.
-What a container is made with is ``services.node.docker_config`` (pure, tested on its own).
+Containers are named ``jy-<kernel id>`` and labelled with the installation (cluster id), the
+node, the kernel and the session, so a restarted agent re-attaches by listing labels, and a
+second create of the same kernel collides (409) instead of running it twice. Only containers
+with both this agent's cluster and node labels are listed and watched: another installation's
+or another agent's on the same engine are never seen. Images are never pulled: a missing
+image fails the start. What a container is made with is ``services.node.docker_config`` (pure,
+tested on its own).
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ from aiodocker.containers import DockerContainer
 
 from services.node.backend import (
     LABEL_KERNEL,
-    LABEL_MANAGED,
-    LABEL_NODE,
     LABEL_SESSION,
     BackendUnavailableError,
     Container,
@@ -33,6 +34,7 @@ from services.node.backend import (
     StartFailedError,
     container_name,
     last_bytes,
+    owner_labels,
 )
 from services.node.docker_config import container_config
 
@@ -55,11 +57,13 @@ class DockerBackend:
         docker: aiodocker.Docker,
         node_id: str,
         *,
+        cluster_id: str = "",
         stop_timeout_s: float,
         mps_pipe_dir: Path | None = None,
     ) -> None:
         self._docker = docker
         self.node_id = node_id
+        self.cluster_id = cluster_id
         self._stop_timeout_s = stop_timeout_s
         self._mps_pipe_dir = mps_pipe_dir
 
@@ -68,6 +72,7 @@ class DockerBackend:
         cls,
         node_id: str,
         *,
+        cluster_id: str = "",
         url: str | None = None,
         stop_timeout_s: float = 10.0,
         mps_pipe_dir: Path | None = None,
@@ -82,7 +87,13 @@ class DockerBackend:
             if docker is not None:
                 await docker.close()
             raise BackendUnavailableError(f"Docker is not reachable: {exc!r}") from exc
-        return cls(docker, node_id, stop_timeout_s=stop_timeout_s, mps_pipe_dir=mps_pipe_dir)
+        return cls(
+            docker,
+            node_id,
+            cluster_id=cluster_id,
+            stop_timeout_s=stop_timeout_s,
+            mps_pipe_dir=mps_pipe_dir,
+        )
 
     @property
     def name(self) -> str:
@@ -94,11 +105,13 @@ class DockerBackend:
         tags.discard("<none>:<none>")
         return sorted(tags)
 
-    def _filters(self) -> str:
-        return json.dumps({"label": [f"{LABEL_MANAGED}=true", f"{LABEL_NODE}={self.node_id}"]})
+    def _owned(self) -> list[str]:
+        """Docker label filters (all must match): this node's containers of its installation."""
+        return [f"{k}={v}" for k, v in owner_labels(self.cluster_id, self.node_id).items()]
 
     async def containers(self) -> list[Container]:
-        listed = await self._docker.containers.list(all=True, filters=self._filters())
+        filters = json.dumps({"label": self._owned()})
+        listed = await self._docker.containers.list(all=True, filters=filters)
         found: list[Container] = []
         for entry in listed:
             labels: dict[str, str] = entry["Labels"] or {}
@@ -135,6 +148,7 @@ class DockerBackend:
             config = container_config(
                 spec,
                 self.node_id,
+                cluster_id=self.cluster_id,
                 stop_timeout_s=self._stop_timeout_s,
                 mps_pipe_dir=self._mps_pipe_dir,
             )
@@ -191,7 +205,7 @@ class DockerBackend:
         filters = json.dumps(
             {
                 "type": ["container"],
-                "label": [f"{LABEL_NODE}={self.node_id}"],
+                "label": self._owned(),
                 "event": ["start", "die", "destroy"],
             }
         )

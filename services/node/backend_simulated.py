@@ -67,9 +67,15 @@ class _Kernel:
 
 class SimulatedBackend:
     def __init__(
-        self, node_id: str, images: Iterable[str], *, mps_pipe_dir: Path | None = None
+        self,
+        node_id: str,
+        images: Iterable[str],
+        *,
+        cluster_id: str = "",
+        mps_pipe_dir: Path | None = None,
     ) -> None:
         self.node_id = node_id
+        self.cluster_id = cluster_id
         self._images = set(images)
         self._mps_pipe_dir = mps_pipe_dir
         self._kernels: dict[str, _Kernel] = {}  # by container id
@@ -106,6 +112,7 @@ class SimulatedBackend:
         config = container_config(
             spec,
             self.node_id,
+            cluster_id=self.cluster_id,
             stop_timeout_s=SIMULATED_STOP_TIMEOUT_S,
             mps_pipe_dir=self._mps_pipe_dir,
         )

@@ -63,9 +63,15 @@ def _mps_env(spec: KernelSpec, pipe_dir: Path) -> dict[str, str]:
 
 
 def container_config(
-    spec: KernelSpec, node_id: str, *, stop_timeout_s: float, mps_pipe_dir: Path | None = None
+    spec: KernelSpec,
+    node_id: str,
+    *,
+    cluster_id: str,
+    stop_timeout_s: float,
+    mps_pipe_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The body of Docker's ``POST /containers/create`` for this kernel."""
+    """The body of Docker's ``POST /containers/create`` for this kernel, labelled as node
+    ``node_id``'s of installation ``cluster_id`` ("": none)."""
     host: dict[str, Any] = {"Init": True}  # docker-init as PID 1 forwards SIGTERM
     if spec.slots.cpu_milli:
         host["NanoCpus"] = spec.slots.cpu_milli * NANO_CPUS_PER_MILLI
@@ -94,7 +100,7 @@ def container_config(
         host["DeviceRequests"] = [{"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}]
     config: dict[str, Any] = {
         "Image": spec.image,
-        "Labels": labels_for(node_id, spec.kernel_id, spec.session_id),
+        "Labels": labels_for(cluster_id, node_id, spec.kernel_id, spec.session_id),
         "Env": [f"{k}={v}" for k, v in sorted(kernel_env(spec, mps_pipe_dir).items())],
         "StopTimeout": math.ceil(stop_timeout_s),
         "HostConfig": host,

@@ -1,5 +1,6 @@
 """Agent settings (``JETYARD_AGENT_*``), built once at start-up and passed down. NATS settings
-are separate (``schemas.settings.NatsSettings``, ``JETYARD_NATS_*``)."""
+are separate (``schemas.settings.NatsSettings``, ``JETYARD_NATS_*``). The node id the agent acts
+under is resolved from these once, at start-up (``services.node.identity``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from schemas.ids import node_id_for_host
 
 BackendChoice = Literal["docker", "simulated", "auto"]
 
@@ -25,15 +24,22 @@ class AgentSettings(BaseSettings):
 
     hostname: str = Field(
         default_factory=socket.gethostname,
-        description="the machine's name; the node id derives from it (and the cluster id), "
-        "so keep both stable",
+        description="the machine's name, as registered and shown (the node id is not made "
+        "from it: two agents on one machine are two nodes)",
+    )
+    node_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="this agent's node id, chosen by hand; unset: made on the first start and "
+        "kept in <data_dir>/node.id (keep the directory, or the agent becomes a new node)",
     )
     cluster_id: str = Field(
         default="",
         pattern=r"^[A-Za-z0-9_-]{0,64}$",
         description="the installation this agent belongs to (`jetyard up` passes its own, kept "
-        "in <data-dir>/cluster.id); the node id derives from it and the host name, so two "
-        "installations on one machine never share a node id or a container",
+        "in <data-dir>/cluster.id); its containers carry it and the agent lists only those "
+        "with its cluster id and node id, so two installations on one machine and one Docker "
+        "engine never share a container",
     )
     backend: BackendChoice = Field(
         default="auto",
@@ -52,7 +58,9 @@ class AgentSettings(BaseSettings):
         description="the group this node should join (not yet carried by AgentRegistered)",
     )
     data_dir: Path = Field(
-        default_factory=_default_data_dir, description="scratch space for kernels (mounts)"
+        default_factory=_default_data_dir,
+        description="this agent's own directory: its node id (node.id), scratch space for "
+        "kernels (mounts); one per agent",
     )
     docker_url: str | None = Field(
         default=None, description="Docker engine address; default DOCKER_HOST or the socket"
@@ -83,7 +91,3 @@ class AgentSettings(BaseSettings):
             "(docs/gpus.md); unset: shares are a scheduling promise only"
         ),
     )
-
-    @property
-    def node_id(self) -> str:
-        return node_id_for_host(self.hostname, self.cluster_id)

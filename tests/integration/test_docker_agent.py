@@ -1,5 +1,7 @@
 """The node agent against the real Docker engine (image ``jetyard-busybox:latest``, built by
-``scripts/ensure-docker``), started through its entry point ``services.node.app.run``.
+``scripts/ensure-docker``), started through its entry point ``services.node.app.run``: its node
+id kept in its data directory, containers labelled with its installation and node, kernels run,
+stopped, re-attached after a crash, and two agents on one engine never touching each other's.
 
 Docker is required: without it these tests fail (CI installs it), they never skip.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiodocker
@@ -18,67 +21,66 @@ from commands.agent import Agent
 from commands.repository import load
 from events.bus import Bus
 from events.store import EventStore
-from schemas.ids import new_id, node_id_for_host
+from schemas.ids import new_id
 from schemas.settings import NatsSettings
-from services.node import app
-from services.node.backend import LABEL_KERNEL, LABEL_MANAGED, LABEL_NODE, LABEL_SESSION
+from services.node.backend import (
+    LABEL_CLUSTER,
+    LABEL_KERNEL,
+    LABEL_MANAGED,
+    LABEL_NODE,
+    LABEL_SESSION,
+    KernelSpec,
+)
+from services.node.backend_docker import DockerBackend
+from services.node.identity import NODE_ID_FILE, resolve_node_id
 from services.node.logs import read_kernel_logs
 from services.node.settings import AgentSettings
 from services.node.topology import format_cpulist, numa_nodes
+from tests.integration.docker_support import (
+    IMAGE,
+    SLEEP,
+    gone,
+    kill,
+    open_docker,
+    remove_containers,
+    reported,
+    start_agent,
+    started,
+)
 from tests.integration.node_support import (
     allocate,
     change_ledger,
     eventually,
-    facts,
     facts_about,
     stop,
 )
 
-IMAGE = "jetyard-busybox:latest"
-SLEEP = ("sleep", "600")
-
 
 @pytest.fixture(scope="module")
 async def docker() -> AsyncIterator[aiodocker.Docker]:
-    client: aiodocker.Docker | None = None
-    try:
-        client = aiodocker.Docker()
-        await asyncio.wait_for(client.version(), timeout=5)
-        await client.images.inspect(IMAGE)
-    except Exception as exc:
-        if client is not None:
-            await client.close()
-        pytest.fail(
-            f"the Docker tests need a Docker engine and the image {IMAGE} ({exc!r}): "
-            "run scripts/ensure-docker",
-            pytrace=False,
-        )
+    client = await open_docker()
     yield client
     await client.close()
 
 
+def settings_for(data_dir: Path, **fields: Any) -> AgentSettings:
+    """A fresh machine's agent: unique host name and cluster id (the server is shared)."""
+    defaults: dict[str, Any] = {
+        "hostname": f"dock-{new_id()}",
+        "cluster_id": f"c{new_id()[:8]}",
+        "backend": "docker",
+        "stop_timeout_s": 2,
+        "data_dir": data_dir,
+    }
+    return AgentSettings(**(defaults | fields))
+
+
 @pytest.fixture
-async def machine(docker: aiodocker.Docker) -> AsyncIterator[AgentSettings]:
-    """Settings for a fresh machine (unique host name: the server is shared); its containers
-    are removed afterwards."""
-    settings = AgentSettings(hostname=f"dock-{new_id()}", backend="docker", stop_timeout_s=2)
+async def machine(docker: aiodocker.Docker, tmp_path: Path) -> AsyncIterator[AgentSettings]:
+    """Settings for a fresh machine; its containers are removed afterwards."""
+    settings = settings_for(tmp_path / "agent")
     yield settings
-    node = f"{LABEL_NODE}={node_id_for_host(settings.hostname)}"
-    for container in await docker.containers.list(all=True, filters=json.dumps({"label": [node]})):
-        await container.delete(force=True)
-
-
-def start_agent(
-    settings: AgentSettings, nats: NatsSettings
-) -> tuple[asyncio.Task[None], asyncio.Event]:
-    stopping = asyncio.Event()
-    return asyncio.create_task(app.run(settings, nats, stopping)), stopping
-
-
-async def kill(task: asyncio.Task[None]) -> None:
-    """End the agent abruptly, as SIGKILL would: it stops nothing on its way out."""
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await remove_containers(docker, resolve_node_id(settings), settings.cluster_id)
 
 
 async def epoch(store: EventStore, node_id: str) -> int:
@@ -86,36 +88,12 @@ async def epoch(store: EventStore, node_id: str) -> int:
     return agent.epoch if agent is not None else 0
 
 
-async def started(store: EventStore, node_id: str, kernel_id: str) -> str | None:
-    for name, payload in await facts(store, node_id):
-        if name == "KernelStarted" and payload["kernel_id"] == kernel_id:
-            return str(payload["container_id"])
-    return None
-
-
-async def reported(
-    store: EventStore, node_id: str, name: str, kernel_id: str
-) -> dict[str, Any] | None:
-    for found, payload in await facts(store, node_id):
-        if found == name and payload["kernel_id"] == kernel_id:
-            return payload
-    return None
-
-
-async def gone(docker: aiodocker.Docker, container_id: str) -> bool:
-    try:
-        await docker.containers.get(container_id)
-    except aiodocker.DockerError as exc:
-        return exc.status == 404
-    return False
-
-
 async def test_a_kernel_runs_in_a_limited_labelled_container_and_stops_on_request(
     bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker, machine: AgentSettings
 ) -> None:
     store = EventStore(bus)
     settings = machine
-    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    node_id, kernel = resolve_node_id(settings), new_id()
     task, stopping = start_agent(settings, nats_settings)
     try:
         await change_ledger(store, node_id, allocate(kernel, image=IMAGE, command=SLEEP))
@@ -130,6 +108,7 @@ async def test_a_kernel_runs_in_a_limited_labelled_container_and_stops_on_reques
         labels = shown["Config"]["Labels"]
         assert labels[LABEL_MANAGED] == "true"
         assert (labels[LABEL_NODE], labels[LABEL_KERNEL]) == (node_id, kernel)
+        assert labels[LABEL_CLUSTER] == settings.cluster_id
         assert labels[LABEL_SESSION] == f"session-{kernel}"
 
         await change_ledger(store, node_id, stop(kernel))
@@ -146,7 +125,7 @@ async def test_an_exit_code_and_the_output_outlive_the_container(
 ) -> None:
     store = EventStore(bus)
     settings = machine
-    node_id, kernel, bad = node_id_for_host(settings.hostname), new_id(), new_id()
+    node_id, kernel, bad = resolve_node_id(settings), new_id(), new_id()
     task, stopping = start_agent(settings, nats_settings)
     try:
         command = ("sh", "-c", "echo hello; exit 3")
@@ -175,7 +154,7 @@ async def test_a_killed_agent_is_replaced_by_one_that_re_attaches_and_sees_exits
     store = EventStore(bus)
     settings = machine
     node_id, stays, dies, later = (
-        node_id_for_host(settings.hostname),
+        resolve_node_id(settings),
         new_id(),
         new_id(),
         new_id(),
@@ -213,21 +192,12 @@ async def test_a_killed_agent_is_replaced_by_one_that_re_attaches_and_sees_exits
     assert [c.id for c in named] == [stays_id]  # no second container
 
 
-async def _exited(docker: aiodocker.Docker, container_id: str) -> bool:
-    state = (await (await docker.containers.get(container_id)).show())["State"]
-    return not state["Running"]
-
-
-async def _is(value: Any, wanted: object) -> bool:
-    return bool(await value == wanted)
-
-
 async def test_a_kernel_runs_with_its_host_name_cluster_env_and_pinned_to_its_numa_node(
     bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker, machine: AgentSettings
 ) -> None:
     store = EventStore(bus)
     settings = machine
-    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    node_id, kernel = resolve_node_id(settings), new_id()
     # The CPUs of NUMA node 0 as this machine's sysfs lists them (the agent reads the same).
     node0 = next((n.cpus for n in numa_nodes() if n.node == 0), ())
     show = "hostname; echo $JETYARD_CLUSTER_ROLE; grep Cpus_allowed_list /proc/self/status"
@@ -253,37 +223,73 @@ async def test_a_kernel_runs_with_its_host_name_cluster_env_and_pinned_to_its_nu
         assert output.split("\n")[2].split() == ["Cpus_allowed_list:", pinned]
 
 
-async def test_two_installations_on_one_engine_never_touch_each_others_containers(
-    bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker
+async def test_two_agents_on_one_host_are_two_nodes_that_never_touch_each_others_containers(
+    bus: Bus, nats_settings: NatsSettings, docker: aiodocker.Docker, tmp_path: Path
 ) -> None:
-    # Same machine, same host name, one Docker engine: only the cluster ids differ.
-    host = f"dock-{new_id()}"
-    mine, theirs = (
-        AgentSettings(
-            hostname=host, cluster_id=name + new_id()[:8], backend="docker",
-            stop_timeout_s=2, resync_interval_s=0.3,
-        )
-        for name in ("mine", "theirs")
-    )  # fmt: skip
-    assert mine.node_id != theirs.node_id
+    # One machine, one host name, one installation, one Docker engine: two data directories.
+    mine = settings_for(tmp_path / "mine", resync_interval_s=0.3)
+    theirs = mine.model_copy(update={"data_dir": tmp_path / "theirs"})
     store, kernel = EventStore(bus), new_id()
     first, stop_first = start_agent(mine, nats_settings)
     second, stop_second = start_agent(theirs, nats_settings)
     try:
-        await change_ledger(store, mine.node_id, allocate(kernel, image=IMAGE, command=SLEEP))
-        container_id = await eventually(lambda: started(store, mine.node_id, kernel))
+        # Each made its own id on its first start, before registering under it.
+        mine_id, theirs_id = await eventually(
+            lambda: _kept_ids(mine.data_dir, theirs.data_dir), what="both node ids"
+        )
+        assert mine_id != theirs_id
+        await eventually(lambda: _is(epoch(store, theirs_id), 1), what="the other's start")
+        await change_ledger(store, mine_id, allocate(kernel, image=IMAGE, command=SLEEP))
+        container_id = await eventually(lambda: started(store, mine_id, kernel))
         await asyncio.sleep(1.5)  # several of the other agent's reconcile passes
         shown = await (await docker.containers.get(container_id)).show()
-        assert shown["State"]["Running"]  # the other installation left it alone
-        assert shown["Config"]["Labels"][LABEL_NODE] == mine.node_id
-        assert await facts_about(store, theirs.node_id, kernel) == []  # never reported as its own
+        assert shown["State"]["Running"]  # the other agent left it alone
+        labels = shown["Config"]["Labels"]
+        assert (labels[LABEL_CLUSTER], labels[LABEL_NODE]) == (mine.cluster_id, mine_id)
+        assert await facts_about(store, theirs_id, kernel) == []  # never reported as its own
     finally:
         stop_first.set()
         stop_second.set()
         await first
         await second
         for settings in (mine, theirs):
-            node = f"{LABEL_NODE}={settings.node_id}"
-            listed = await docker.containers.list(all=True, filters=json.dumps({"label": [node]}))
-            for container in listed:
-                await container.delete(force=True)
+            await remove_containers(docker, resolve_node_id(settings), settings.cluster_id)
+
+
+async def _kept_ids(*data_dirs: Path) -> tuple[str, ...] | None:
+    paths = [d / NODE_ID_FILE for d in data_dirs]
+    if not all(p.exists() for p in paths):
+        return None
+    return tuple(p.read_text().strip() for p in paths)
+
+
+async def test_docker_backends_list_only_containers_with_both_their_labels(
+    docker: aiodocker.Docker,
+) -> None:
+    # Same node id in two installations, and two nodes of one installation, on one engine.
+    node, other_node = f"n-{new_id()}", f"n-{new_id()}"
+    cluster, other_cluster = f"c{new_id()[:8]}", f"c{new_id()[:8]}"
+    owners = [(cluster, node), (other_cluster, node), (cluster, other_node)]
+    backends = [await DockerBackend.connect(n, cluster_id=c, stop_timeout_s=1) for c, n in owners]
+    kernels = [new_id() for _ in owners]
+    try:
+        for backend, kernel in zip(backends, kernels, strict=True):
+            spec = KernelSpec(kernel_id=kernel, session_id=f"s-{kernel}", image=IMAGE,
+                              command=SLEEP)  # fmt: skip
+            await backend.start(spec)
+        listed = [[c.kernel_id for c in await b.containers()] for b in backends]
+    finally:
+        for backend, (c, n) in zip(backends, owners, strict=True):
+            await backend.close()
+            await remove_containers(docker, n, c)
+
+    assert listed == [[k] for k in kernels]
+
+
+async def _exited(docker: aiodocker.Docker, container_id: str) -> bool:
+    state = (await (await docker.containers.get(container_id)).show())["State"]
+    return not state["Running"]
+
+
+async def _is(value: Any, wanted: object) -> bool:
+    return bool(await value == wanted)

@@ -46,8 +46,10 @@ def env_of(config: dict[str, Any]) -> dict[str, str]:
     return dict(entry.split("=", 1) for entry in config["Env"])
 
 
-def build(kernel: KernelSpec, mps: Path | None = None) -> dict[str, Any]:
-    return container_config(kernel, "node-1", stop_timeout_s=10, mps_pipe_dir=mps)
+def build(kernel: KernelSpec, mps: Path | None = None, cluster_id: str = "c1") -> dict[str, Any]:
+    return container_config(
+        kernel, "node-1", cluster_id=cluster_id, stop_timeout_s=10, mps_pipe_dir=mps
+    )
 
 
 @pytest.mark.parametrize("mps", [None, MPS], ids=["no-mps", "mps"])
@@ -153,7 +155,13 @@ def test_limits_labels_and_command_are_as_before() -> None:
     host = config["HostConfig"]
     assert (host["NanoCpus"], host["Memory"], host["MemorySwap"]) == (2 * 10**9, 4 * GIB, 4 * GIB)
     assert host["Init"] is True
-    assert config["Labels"]["jetyard.kernel_id"] == "k1"
+    assert config["Labels"] == {
+        "jetyard.managed": "true",
+        "jetyard.cluster_id": "c1",
+        "jetyard.node_id": "node-1",
+        "jetyard.kernel_id": "k1",
+        "jetyard.session_id": "s1",
+    }
     assert (config["Cmd"], config["Image"], config["StopTimeout"]) == (
         ["python", "train.py"],
         "img:1",
@@ -173,3 +181,11 @@ def test_an_allocation_written_before_devices_were_named_asks_for_a_count() -> N
     assert build(old)["HostConfig"]["DeviceRequests"] == [
         {"Driver": "nvidia", "Count": 2, "Capabilities": [["gpu"]]}
     ]
+
+
+def test_an_agent_without_a_cluster_id_labels_with_its_node_alone() -> None:
+    # Its containers are found by the node label only, as before there were cluster ids.
+    labels = build(spec(), cluster_id="")["Labels"]
+
+    assert "jetyard.cluster_id" not in labels
+    assert labels["jetyard.node_id"] == "node-1"
