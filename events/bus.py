@@ -1,5 +1,6 @@
-"""Connecting to NATS, checking the server can hold the log, and declaring every stream and
-bucket (their settings are in ``events.declarations``).
+"""Connecting to NATS (and saying loudly when the connection is lost, refused or back),
+checking the server can hold the log, and declaring every stream and bucket (their settings
+are in ``events.declarations``).
 
 Reads: the server's INFO (version) and, in production, its ``/varz`` (sync policy).
 Writes: stream and bucket configurations (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``,
@@ -14,8 +15,10 @@ import asyncio
 import functools
 import json
 import logging
+import time
+import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import nats
 import nats.errors
@@ -29,6 +32,11 @@ from schemas.settings import MIN_SERVER_VERSION, NatsSettings
 
 log = logging.getLogger(__name__)
 
+RECONNECT_WAIT_S = 1  # between attempts while NATS is away: back quickly, cheap to retry
+PING_INTERVAL_S = 20  # a peer gone silently (a cable, not a restart) is noticed in about...
+MAX_OUTSTANDING_PINGS = 3  # ...a minute, then reconnecting begins
+REMIND_EVERY_S = 60.0
+
 
 class ServerUnsuitableError(RuntimeError):
     """The NATS server cannot safely hold Jetyard's log (too old, or not durable enough)."""
@@ -41,6 +49,7 @@ class Bus:
     nc: Client
     js: JetStreamContext
     settings: NatsSettings
+    reports: ConnectionReports | None = field(default=None, compare=False)
 
     @functools.cached_property
     def replies(self) -> Replies:
@@ -48,8 +57,88 @@ class Bus:
         return Replies(self.nc)
 
     async def close(self) -> None:
+        if self.reports is not None:
+            self.reports.closing = True
         if not self.nc.is_closed:
             await self.nc.close()
+
+
+def without_credentials(url: str) -> str:
+    """A NATS URL fit for a log: a token or password written into it is left out."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+class ConnectionReports:
+    """What the client's callbacks say. Before the first connection they only keep the errors
+    (``connect`` says the first one); afterwards each loss, each kind of error (once a minute
+    at most: a reconnect attempt a second fails alike), the return, and a close nobody asked
+    for are logged. nats-py retries on its own, without limit; these only make it heard."""
+
+    def __init__(self, url: str) -> None:
+        self.url = without_credentials(url)
+        self.errors: list[BaseException] = []
+        self.client: Client | None = None  # set once connected
+        self.closing = False
+        self._lost_at: float | None = None
+        self._said: dict[str, float] = {}  # what error() logged, and when
+
+    async def error(self, exc: BaseException) -> None:
+        if self.client is None:
+            self.errors.append(exc)
+            return
+        if isinstance(exc, nats.errors.UnexpectedEOF):
+            return  # the server went away: disconnected() says so
+        said = str(exc) or type(exc).__name__
+        # Alike: the same refusal, or the same kind of error (a slow consumer on any subject).
+        kind = (
+            said if type(exc) is nats.errors.Error or isinstance(exc, OSError) else repr(type(exc))
+        )
+        now = time.monotonic()
+        if now - self._said.get(kind, -REMIND_EVERY_S) < REMIND_EVERY_S:
+            return  # an attempt a second fails alike: once a minute is enough
+        self._said[kind] = now
+        if "authorization violation" in said.lower():
+            log.error(
+                "NATS at %s refuses this client's token (authorization violation): "
+                "JETYARD_NATS_TOKEN must be the server's (jetyard up keeps it in "
+                "<data-dir>/nats.token); retrying",
+                self.url,
+            )
+        elif self._lost_at is not None:
+            log.warning(
+                "no connection to NATS at %s for %.0f s (%s); retrying",
+                self.url,
+                now - self._lost_at,
+                said,
+            )
+        else:
+            log.warning("NATS at %s: %s", self.url, said)
+
+    async def disconnected(self) -> None:
+        if self.client is None or self.client.is_closed or self._lost_at is not None:
+            return  # not connected yet, closing (closed() speaks), or already said
+        self._lost_at = time.monotonic()
+        log.warning(
+            "lost the connection to NATS at %s; retrying every %d s", self.url, RECONNECT_WAIT_S
+        )
+
+    async def reconnected(self) -> None:
+        away = 0.0 if self._lost_at is None else time.monotonic() - self._lost_at
+        self._lost_at = None
+        self._said.clear()
+        log.warning("reconnected to NATS at %s (after %.1f s away)", self.url, away)
+
+    async def closed(self) -> None:
+        if self.client is not None and not self.closing:
+            log.error(
+                "the connection to NATS at %s is closed (%s) and will not be retried: "
+                "this process must be restarted",
+                self.url,
+                self.client.last_error,
+            )
 
 
 def check_server_version(version: tuple[int, int, int]) -> None:
@@ -103,11 +192,7 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
     The first connection must succeed within ``connect_timeout_s`` (a wrong token or address
     is said at once, not retried forever); afterwards the client reconnects without limit.
     """
-    errors: list[BaseException] = []
-
-    async def remember(exc: BaseException) -> None:
-        errors.append(exc)
-
+    reports = ConnectionReports(settings.url)
     try:
         nc = await asyncio.wait_for(
             nats.connect(
@@ -117,22 +202,35 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
                 connect_timeout=settings.connect_timeout_s,
                 max_reconnect_attempts=-1,
                 allow_reconnect=True,
-                error_cb=remember,
+                reconnect_time_wait=RECONNECT_WAIT_S,
+                ping_interval=PING_INTERVAL_S,
+                max_outstanding_pings=MAX_OUTSTANDING_PINGS,
+                error_cb=reports.error,
+                disconnected_cb=reports.disconnected,
+                reconnected_cb=reports.reconnected,
+                closed_cb=reports.closed,
             ),
             timeout=settings.connect_timeout_s,
         )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         # A refusal by the server (bad token) says more than the reset that follows it.
-        refusals = [e for e in errors if isinstance(e, nats.errors.Error)]
-        cause = (refusals or errors or [exc])[0]
-        raise ConnectionError(f"cannot connect to NATS at {settings.url}: {cause}") from exc
+        refusals = [e for e in reports.errors if isinstance(e, nats.errors.Error)]
+        cause = (refusals or reports.errors or [exc])[0]
+        raise ConnectionError(f"cannot connect to NATS at {reports.url}: {cause}") from exc
+    reports.client = nc
     try:
         server = nc.connected_server_version
         check_server_version((server.major, server.minor, server.patch))
         await check_durability(settings, settings.monitor_url)
-        bus = Bus(nc=nc, js=nc.jetstream(timeout=settings.request_timeout_s), settings=settings)
+        bus = Bus(
+            nc=nc,
+            js=nc.jetstream(timeout=settings.request_timeout_s),
+            settings=settings,
+            reports=reports,
+        )
         await bus.replies.open()
     except BaseException:
+        reports.closing = True
         await nc.close()
         raise
     return bus

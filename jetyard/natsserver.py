@@ -34,6 +34,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    """Whether nothing listens on ``127.0.0.1:port`` (connections of a server that stopped a
+    moment ago may linger in TIME_WAIT; nats-server binds over them, and so does this check)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class NatsServer:
     data_dir: Path

@@ -1,4 +1,5 @@
-"""The data directory of ``jetyard up``: its lock, and finding a server orphaned by a kill -9."""
+"""The data directory of ``jetyard up``: its lock, finding a server orphaned by a kill -9, the
+kept NATS port, the services' ready files, and the ends of their logs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import signal
 import time
 from pathlib import Path
 from typing import IO
+
+from jetyard.natsserver import free_port, port_is_free
 
 
 class DataDirBusyError(RuntimeError):
@@ -85,3 +88,64 @@ def stop_orphaned_server(pidfile: Path, *, timeout: float = 10.0) -> int | None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return pid
+
+
+def kept_nats_port(data_dir: Path, wanted: int) -> tuple[int, str | None]:
+    """The NATS port for this start, and a warning when it is not the kept one.
+
+    The port is kept in ``<data-dir>/nats.port`` (made on the first start, replaced by an
+    explicit ``--nats-port``) so that agents on other machines, given ``nats.env`` once,
+    reconnect after ``jetyard up`` restarts. A kept port another program took is not stolen:
+    this start uses a free one and says so, and the kept one stays kept for the next start.
+    """
+    path = data_dir / "nats.port"
+    if wanted:
+        path.write_text(f"{wanted}\n")
+        return wanted, None
+    try:
+        kept = int(path.read_text().strip())
+    except (OSError, ValueError):
+        kept = free_port()
+        path.write_text(f"{kept}\n")
+        return kept, None
+    if port_is_free(kept):
+        return kept, None
+    instead = free_port()
+    return instead, (
+        f"the NATS port {kept} (kept in {path}) is taken by another program; using {instead} "
+        f"this time: agents on other machines cannot rejoin until {kept} is free again "
+        f"(or give them the new nats.env)"
+    )
+
+
+def ready_file(data_dir: Path, service: str) -> Path:
+    """Where ``jetyard serve <service>`` says it is ready (its pid), for ``jetyard up``."""
+    return data_dir / "run" / f"{service}.ready"
+
+
+def mark_ready(path: Path) -> None:
+    # Written whole, then renamed: a reader never sees half a pid.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(f"{os.getpid()}\n")
+    os.replace(partial, path)
+
+
+def ready_pid(path: Path) -> int | None:
+    """The pid that wrote the ready file; a SIGKILLed service leaves its file behind, so a
+    reader compares it with the pid it started."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def last_lines(path: Path, count: int = 5) -> list[str]:
+    """The last non-empty lines of a log, read from its end (logs grow across restarts)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 16_384))
+            tail = log.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in tail.splitlines() if line.strip()][-count:]

@@ -1,7 +1,11 @@
 """``jetyard serve <service>``: run one service in this process until SIGINT or SIGTERM.
 
 Each service exposes ``run(settings..., stop)``; configuration comes from ``JETYARD_*``
-environment variables (pydantic-settings), built once here and passed down.
+environment variables (pydantic-settings), built once here and passed down. Every service
+asks about ``stop`` only once it has started (connected, caught up with the log, registered,
+serving): that first question is its readiness, logged ("<service> ready") and, when
+``JETYARD_READY_FILE`` names a file, written there (its pid) for ``jetyard up``; the file is
+removed when the service ends.
 """
 
 from __future__ import annotations
@@ -12,12 +16,39 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Literal
 
+from jetyard.runtime import mark_ready
 from schemas.settings import NatsSettings
 
 log = logging.getLogger("jetyard.serve")
 
 SHUTDOWN_GRACE_S = 15.0
+READY_FILE_ENV = "JETYARD_READY_FILE"
+
+
+class StopSignal(asyncio.Event):
+    """The ``stop`` a service runs until. The service's first look at it (``wait`` or
+    ``is_set``) calls ``ready``: no service looks before it has started."""
+
+    def __init__(self, ready: Callable[[], None]) -> None:
+        super().__init__()
+        self._ready: Callable[[], None] | None = ready
+
+    def _looked(self) -> None:
+        if self._ready is not None:
+            ready, self._ready = self._ready, None
+            ready()
+
+    async def wait(self) -> Literal[True]:
+        self._looked()
+        return await super().wait()
+
+    def is_set(self) -> bool:
+        self._looked()
+        return super().is_set()
+
 
 Runner = Callable[[asyncio.Event], Awaitable[None]]
 
@@ -61,14 +92,25 @@ SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
 }
 
 
-async def _serve(name: str) -> None:
-    stop = asyncio.Event()
+async def _serve(name: str, ready_file: Path | None) -> None:
+    def ready() -> None:
+        log.info("%s ready", name)
+        if ready_file is not None:
+            mark_ready(ready_file)
+
+    # `signalled` is serve's own copy of the signal: waiting on `stop` here would be a look.
+    stop, signalled = StopSignal(ready), asyncio.Event()
+
+    def stop_on_signal() -> None:
+        stop.set()
+        signalled.set()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stop_on_signal)
     log.info("%s starting", name)
     running = asyncio.ensure_future(SERVICES[name](stop))
-    stopping = asyncio.ensure_future(stop.wait())
+    stopping = asyncio.ensure_future(signalled.wait())
     await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not running.done():
         # A clean stop may need NATS (a last write, a drain). If NATS is gone too (its
@@ -92,5 +134,11 @@ def serve(name: str) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover (uvloop is a dependency on Linux)
         pass
-    asyncio.run(_serve(name))
+    named = os.environ.get(READY_FILE_ENV)
+    ready_file = Path(named) if named else None
+    try:
+        asyncio.run(_serve(name, ready_file))
+    finally:
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
     return 0

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,38 @@ class Jetyard:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def log(self) -> Path:
+        """What ``jetyard up`` printed (every start of this stack, one after the other)."""
+        return self.data_dir.parent / f"up-{self.port}.log"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_output(self, text: str, *, after: int = 0, timeout: float = 60.0) -> int:
+        """Wait until ``up`` has printed ``text`` (after offset ``after``); its offset."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.output().find(text, after)
+            if found >= 0:
+                return found
+            time.sleep(0.2)
+        raise AssertionError(f"jetyard up never said {text!r}; it said:\n{self.output()}")
+
     def start(self, *, timeout: float = 60.0) -> Jetyard:
-        log = open(self.data_dir.parent / f"up-{self.port}.log", "ab")  # noqa: SIM115
+        """Start ``jetyard up`` and wait until its API answers healthy."""
+        self.launch()
+        try:
+            self._wait_healthy(timeout)
+        except BaseException:
+            self.stop()  # a start that fails leaves no stack running
+            raise
+        return self
+
+    def launch(self) -> Jetyard:
+        """Start ``jetyard up`` without waiting for anything."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "jetyard"),
@@ -54,11 +84,6 @@ class Jetyard:
             env={**os.environ, **(self.env or {})},
         )
         _started.append(self)
-        try:
-            self._wait_healthy(timeout)
-        except BaseException:
-            self.stop()  # a start that fails leaves no stack running
-            raise
         return self
 
     def _wait_healthy(self, timeout: float) -> None:
@@ -95,6 +120,11 @@ class Jetyard:
     def pid_of(self, service: str) -> int:
         return int((self.data_dir / "run" / f"{service}.pid").read_text())
 
+    def nats_env(self) -> dict[str, str]:
+        """``<data-dir>/nats.env``: what an agent on another machine is given."""
+        lines = (self.data_dir / "nats.env").read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
     @property
     def admin(self) -> dict[str, str]:
         """The superadmin `jetyard up` created on the first start."""
@@ -126,6 +156,15 @@ def stop_what_the_test_started() -> Iterator[None]:
         stack = _started.pop()
         if stack.process is not None and stack.process.poll() is None:
             stack.kill()
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"never {what} within {timeout}s")
 
 
 @pytest.fixture

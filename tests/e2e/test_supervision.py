@@ -1,10 +1,14 @@
-"""``jetyard up`` supervises its own ``nats-server``: killed, it is started again on the same
-store, port and token, and the API answers again with nothing lost; the token is kept in the
-data directory, so it is the same after ``up`` is restarted (agents elsewhere rejoin)."""
+"""``jetyard up`` says it is up only when every part is healthy, and supervises them: a
+service killed is named, restarted and said to be back; one that crash-loops keeps being
+restarted while the rest runs, and ``up`` says plainly it is not up and why. Its own
+``nats-server``, killed, is started again on the same store, port and token, and the API
+answers again with nothing lost; the token and port are kept in the data directory, so they
+are the same after ``up`` is restarted (agents elsewhere rejoin)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -12,7 +16,9 @@ from pathlib import Path
 import httpx
 
 from jetyard.natsserver import free_port
-from tests.e2e.conftest import TEST_IMAGE, Jetyard
+from jetyard.runtime import ready_file, ready_pid
+from jetyard.up import SERVICE_ORDER
+from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 
 CREATE = """
 mutation($input: CreateSessionInput!) { createSession(input: $input) { status sessionId } }"""
@@ -54,3 +60,59 @@ def test_a_killed_nats_server_is_restarted_and_nothing_is_lost(tmp_path: Path) -
     assert (data / "nats.token").read_text() == token  # the same credentials
     assert f"JETYARD_NATS_TOKEN={token.strip()}" in (data / "nats.env").read_text()
     assert restarted.stop() == 0
+
+
+def _ready(stack: Jetyard, service: str) -> bool:
+    """The service running now (its pid file) has said it is ready (its ready file)."""
+    return ready_pid(ready_file(stack.data_dir, service)) == stack.pid_of(service)
+
+
+def test_up_is_announced_when_every_part_is_ready_and_a_killed_service_comes_back(
+    tmp_path: Path,
+) -> None:
+    stack = Jetyard(tmp_path / "data", free_port(), "simulated").start()
+    banner = stack.wait_output("Jetyard is up")
+    # Said once every part was ready: each service's ready file names the process running
+    # it, and the gateway answers healthy. The first superadmin was made before.
+    assert all(_ready(stack, service) for service in SERVICE_ORDER)
+    assert httpx.get(f"{stack.url}/healthz", timeout=5).status_code == 200
+    assert stack.output().index("First start: a superadmin was created") < banner
+    for service in SERVICE_ORDER:
+        assert f"{service} ready" in (stack.data_dir / "logs" / f"{service}.log").read_text()
+
+    scheduler = stack.pid_of("scheduler")
+    os.kill(scheduler, signal.SIGKILL)
+    killed = stack.wait_output("scheduler was killed by SIGKILL; restarting", after=banner)
+    back = stack.wait_output("scheduler is back", after=killed, timeout=60)
+    assert stack.pid_of("scheduler") != scheduler
+    assert _ready(stack, "scheduler")
+    # Why it went down comes with it: the end of its log.
+    assert "The end of" in stack.output()[killed:back]
+    created = stack.gql(CREATE, input={"image": TEST_IMAGE, "command": ["sleep", "600"]})
+    assert created["data"]["createSession"]["status"] == "ACCEPTED", created
+    assert stack.stop() == 0
+    assert not any(ready_file(stack.data_dir, s).exists() for s in SERVICE_ORDER)
+
+
+def test_a_crash_looping_service_keeps_up_from_saying_it_is_up_and_the_rest_runs(
+    tmp_path: Path,
+) -> None:
+    # An agent setting it refuses: the agent dies at every start, nothing else does.
+    env = {"JETYARD_AGENT_CPU": "-1", "JETYARD_UP_START_TIMEOUT_S": "15"}
+    stack = Jetyard(tmp_path / "data", free_port(), "simulated", env=env).start()
+    not_up = stack.wait_output("Jetyard is NOT up after", timeout=60)
+    said = stack.output()
+    assert "Jetyard is up" not in said
+    assert re.search(r"agent exited with [1-9]", said), said
+    missing = said[not_up:]
+    assert "  agent: " in missing and "cpu" in missing  # the part, and its log's reason
+    for healthy in ("nats-server", "projections", "tenancy", "scheduler", "gateway"):
+        assert f"  {healthy}: " not in missing
+
+    # It keeps restarting the agent, and the rest keeps serving.
+    wait_until(lambda: len(re.findall(r"agent exited with", stack.output())) >= 3, "3 deaths")
+    assert httpx.get(f"{stack.url}/healthz", timeout=5).status_code == 200
+    nodes = stack.gql("{ nodes { id } }")["data"]["nodes"]
+    assert nodes == []
+    assert "Jetyard is up" not in stack.output()
+    assert stack.stop() == 0
