@@ -142,6 +142,10 @@ class Stack:
         self.lock = DataDirLock(data)
         self.lock.acquire()
         self.cluster_id = cluster_id(data)  # before the NATS store exists on a first start
+        if (data / "nats").exists():
+            # A stack that ran before agents kept their node id: its agent keeps the id it
+            # had (services.node.identity), so its containers are not orphaned.
+            (data / "agent").mkdir(mode=0o700, exist_ok=True)
         orphan = stop_orphaned_server(data / "nats" / "nats-server.pid")
         if orphan is not None:
             print(f"stopped nats-server {orphan} left running by an earlier jetyard up")
