@@ -1,0 +1,90 @@
+"""Storage settings (``JETYARD_STORAGE_*``), built once at start-up and passed down.
+
+Volumes are configured by name, as JSON in one variable, e.g.::
+
+    JETYARD_STORAGE_VOLUMES='{"local": {"backend": "local", "root": "/srv/jetyard"},
+        "shared": {"backend": "shared", "mounts": {"gpu-1": "/mnt/nfs", "*": "/net/nfs"}}}'
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.ids import check_token
+
+MiB = 1024 * 1024
+
+
+class LocalVolumeSettings(BaseModel):
+    """A directory on this machine's own disks; only this host can mount its folders."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["local"]
+    root: Path
+
+
+class SharedVolumeSettings(BaseModel):
+    """An NFS/CephFS-style tree every node mounts, each at its own path: host name → mount
+    path, ``"*"`` for every host not named."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["shared"]
+    mounts: dict[str, Path] = Field(min_length=1)
+
+
+VolumeSettings = Annotated[
+    LocalVolumeSettings | SharedVolumeSettings, Field(discriminator="backend")
+]
+
+
+class StorageSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JETYARD_STORAGE_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=6021, ge=0, le=65535)
+    hostname: str = Field(
+        default_factory=socket.gethostname,
+        description="this machine's name: which of a shared volume's mounts is ours",
+    )
+    token_key: SecretStr = Field(
+        min_length=32,
+        description="HMAC key the API signs data-plane tokens with (shared with it)",
+    )
+    volumes: dict[str, VolumeSettings] = Field(default_factory=dict)
+    chunk_bytes: int = Field(
+        default=1 * MiB, ge=4096, le=64 * MiB, description="read and write unit of a stream"
+    )
+    max_upload_bytes: int = Field(default=5 * 1024**4, gt=0, description="Tus-Max-Size")
+    upload_ttl_s: float = Field(
+        default=86_400.0, gt=0, description="an upload untouched this long is removed"
+    )
+    sweep_interval_s: float = Field(default=600.0, gt=0)
+    max_token_ttl_s: float = Field(
+        default=86_400.0, gt=0, description="tokens whose expiry lies further out are refused"
+    )
+    list_limit: int = Field(default=1000, ge=1, le=100_000, description="entries per page")
+    quota_recheck_bytes: int = Field(
+        default=256 * MiB,
+        ge=4096,
+        description="during an upload into a folder with a quota, usage is read again this often",
+    )
+    drain_limit_bytes: int = Field(
+        default=8 * MiB,
+        ge=0,
+        description="a refused request body up to this size is read and dropped so the client "
+        "sees the error; a larger one has its connection closed",
+    )
+
+    @field_validator("volumes")
+    @classmethod
+    def _volume_names(cls, value: dict[str, VolumeSettings]) -> dict[str, VolumeSettings]:
+        for name in value:
+            check_token(name, "volume name")
+        return value

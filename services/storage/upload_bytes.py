@@ -1,0 +1,197 @@
+"""The bytes of an upload: a PATCH body appended to the part file in ``chunk_bytes``
+batches (two at most per upload, whatever its size), the quota checked at the start and
+every ``quota_recheck_bytes``, and the finished part renamed into place."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+from anyio import to_thread
+from starlette.requests import ClientDisconnect
+
+from services.storage import folderfs
+from services.storage.access import DataPlane, Grant
+from services.storage.errors import StorageError
+from services.storage.foldertree import Usage
+from services.storage.upload_state import UploadArea, UploadBusy, UploadState
+from services.storage.volumes import Capability, Volume
+
+
+def check_quota(volume: Volume, folder_id: str, length: int) -> None:
+    quota = volume.quota(folder_id)
+    if quota is None:
+        return
+    used = volume.usage(folder_id).bytes
+    if used + length > quota:
+        raise StorageError(
+            "quota_exceeded",
+            413,
+            f"the folder's quota is {quota} bytes: {used} are used and this upload needs "
+            f"{length} more",
+        )
+
+
+async def append_body(
+    plane: DataPlane,
+    grant: Grant,
+    area: UploadArea,
+    state: UploadState,
+    offset: int,
+    body: AsyncIterator[bytes],
+    declared: int | None,
+) -> int:
+    """Append ``body`` (``declared`` bytes long, if said) at ``offset``; finish the upload
+    when complete. The new offset."""
+    settings = plane.settings
+    try:
+        fd = await to_thread.run_sync(area.open_part, state)
+    except UploadBusy:
+        raise StorageError("upload_busy", 423, "another request is writing this upload") from None
+    if fd is None:  # finished earlier: only a repeat of the last PATCH may say so
+        if offset != state.length:
+            raise StorageError(
+                "offset_mismatch",
+                409,
+                "the upload is complete",
+                {"Upload-Offset": str(state.length)},
+            )
+        return state.length
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        os.close(fd)
+        raise
+    writer = _PartWriter(fd, size, settings.chunk_bytes)
+    try:
+        if offset != writer.position:
+            raise StorageError(
+                "offset_mismatch",
+                409,
+                f"the upload is at offset {writer.position}, not {offset}: HEAD, then resume",
+                {"Upload-Offset": str(writer.position)},
+            )
+        if declared is not None and offset + declared > state.length:
+            raise StorageError("too_long", 413, "the body runs past Upload-Length")
+        quota = await to_thread.run_sync(grant.volume.quota, grant.folder_id)
+        if quota is not None:
+            await to_thread.run_sync(check_quota, grant.volume, grant.folder_id, state.length)
+        await _receive(body, writer, state, grant, quota, settings.quota_recheck_bytes)
+        touched = state.model_copy(update={"expires": plane.now() + settings.upload_ttl_s})
+        await to_thread.run_sync(area.save, touched)
+        if writer.position == state.length:
+            await to_thread.run_sync(_finish, grant, area, touched, fd)
+        return writer.position
+    finally:
+        writer.close()  # releases the lock
+
+
+async def _receive(
+    body: AsyncIterator[bytes],
+    writer: _PartWriter,
+    state: UploadState,
+    grant: Grant,
+    quota: int | None,
+    recheck_bytes: int,
+) -> None:
+    since_check = 0
+    try:
+        async for chunk in body:
+            if writer.position + writer.pending + len(chunk) > state.length:
+                raise StorageError("too_long", 413, "the body runs past Upload-Length")
+            await writer.add(chunk)
+            since_check += len(chunk)
+            if quota is not None and since_check >= recheck_bytes:
+                since_check = 0
+                await to_thread.run_sync(check_quota, grant.volume, grant.folder_id, state.length)
+    except ClientDisconnect:
+        pass  # keep what arrived: the client resumes from HEAD's offset
+    finally:
+        await writer.flush()
+
+
+class _PartWriter:
+    """Gathers a body's chunks into ``chunk_bytes`` writes at the part file's end (one
+    ``pwritev`` each, no copying into a buffer), each in a thread while the next one fills:
+    receiving never waits for the disk, and an upload holds two batches at most. Owns the
+    descriptor: ``close`` it, never close it directly."""
+
+    def __init__(self, fd: int, position: int, chunk_bytes: int) -> None:
+        self.fd, self.position, self.chunk_bytes = fd, position, chunk_bytes
+        self._batch: list[bytes] = []
+        self._batched = 0
+        self._writing: asyncio.Task[None] | None = None
+        self._in_flight = 0
+
+    @property
+    def pending(self) -> int:
+        """Bytes received but not yet on disk."""
+        return self._in_flight + self._batched
+
+    async def add(self, chunk: bytes) -> None:
+        self._batch.append(chunk)
+        self._batched += len(chunk)
+        if self._batched >= self.chunk_bytes:
+            await self._settle()
+            self._start()
+
+    async def flush(self) -> None:
+        await self._settle()
+        if self._batch:
+            self._start()
+            await self._settle()
+
+    def close(self) -> None:
+        """Close the part (releasing its lock) once no write is running on it: a write still
+        in its thread after a cancelled request must not meet a reused descriptor."""
+        if self._writing is None or self._writing.done():
+            os.close(self.fd)
+            return
+
+        def close_after(write: asyncio.Task[None]) -> None:
+            if not write.cancelled():
+                write.exception()  # seen here: the request that wanted it is gone
+            os.close(self.fd)
+
+        self._writing.add_done_callback(close_after)
+
+    def _start(self) -> None:
+        batch, self._batch = self._batch, []
+        self._in_flight, self._batched = self._batched, 0
+        write = to_thread.run_sync(_write_all, self.fd, batch, self.position)
+        self._writing = asyncio.ensure_future(write)
+
+    async def _settle(self) -> None:
+        if self._writing is not None:
+            await self._writing
+            self._writing = None
+            self.position += self._in_flight
+            self._in_flight = 0
+
+
+def _write_all(fd: int, batch: list[bytes], position: int) -> None:
+    views = [memoryview(chunk) for chunk in batch]
+    while views:
+        written = os.pwritev(fd, views, position)
+        position += written
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if views:
+            views[0] = views[0][written:]
+
+
+def _finish(grant: Grant, area: UploadArea, state: UploadState, fd: int) -> None:
+    """Rename the complete part into place (durable first, so a crash never leaves an empty
+    file under the final name) and count it where the volume keeps usage."""
+    os.fsync(fd)
+    area_fd = os.open(area.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with folderfs.open_root(grant.root) as root:
+            replaced = folderfs.place_file(area_fd, area.part_name(state.id), root, grant.path)
+    finally:
+        os.close(area_fd)
+    area.save(state.model_copy(update={"completed": True}))
+    if Capability.FAST_SIZE in grant.volume.capabilities:
+        old = Usage(replaced.st_size, 1) if replaced is not None else Usage()
+        grant.volume.record_change(grant.folder_id, Usage(state.length, 1) + -old)

@@ -1,0 +1,29 @@
+"""Volume backends, configured by name (``StorageSettings.volumes``)."""
+
+from __future__ import annotations
+
+from services.storage.settings import LocalVolumeSettings, StorageSettings
+from services.storage.volumes.base import Capability, FolderNotFound, Volume, folder_relpath
+from services.storage.volumes.local import LocalVolume
+from services.storage.volumes.shared import SharedVolume
+
+__all__ = [
+    "Capability",
+    "FolderNotFound",
+    "LocalVolume",
+    "SharedVolume",
+    "Volume",
+    "folder_relpath",
+    "open_volumes",
+]
+
+
+def open_volumes(settings: StorageSettings) -> dict[str, Volume]:
+    """Every configured volume, its service directory made (start-up: fails loudly)."""
+    volumes: dict[str, Volume] = {}
+    for name, config in settings.volumes.items():
+        if isinstance(config, LocalVolumeSettings):
+            volumes[name] = LocalVolume(name, config.root, settings.hostname)
+        else:
+            volumes[name] = SharedVolume(name, config.mounts, settings.hostname)
+    return volumes

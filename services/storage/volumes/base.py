@@ -1,0 +1,88 @@
+"""The volume backend interface: where a folder's tree lives and what the backend can do.
+
+A backend declares capabilities as Backend.AI's do: ``quota`` when the filesystem itself
+enforces a folder's limit (hard, for writes from sessions too), ``fast_size`` when usage is
+read without walking the tree. Every backend stores a folder's quota; without ``quota`` the
+data plane enforces it (soft: checked before and during its own uploads). Blocking I/O:
+call from a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from schemas.ids import check_token
+from services.storage.foldertree import Usage
+
+# The hidden directory at a volume's root that holds the service's own files (upload
+# areas, folder metadata); folders live under two-hex-digit buckets, so it never clashes.
+SERVICE_DIR = ".jetyard"
+
+
+class Capability(StrEnum):
+    QUOTA = "quota"
+    FAST_SIZE = "fast_size"
+
+
+class FolderNotFound(LookupError):
+    def __init__(self, volume: str, folder_id: str) -> None:
+        super().__init__(f"folder {folder_id!r} does not exist on volume {volume!r}")
+
+
+def folder_relpath(folder_id: str) -> PurePosixPath:
+    """``<h[0:2]>/<h[2:4]>/<id>`` with ``h`` the SHA-256 of the id: 65,536 buckets spread
+    evenly whatever the ids look like (an id-prefix layout would pile up ids made from names
+    or counters), so millions of folders never share one directory."""
+    check_token(folder_id, "folder id")
+    digest = hashlib.sha256(folder_id.encode()).hexdigest()
+    return PurePosixPath(digest[0:2], digest[2:4], folder_id)
+
+
+class Volume(Protocol):
+    """One configured volume. ``folder_id`` is an id token (``[A-Za-z0-9_-]{1,64}``)."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def create_folder(self, folder_id: str) -> Path:
+        """Make the folder's empty root (idempotent) and return it."""
+        ...
+
+    def remove_folder(self, folder_id: str) -> None:
+        """Remove the folder's tree and metadata (idempotent; symlinks never followed)."""
+        ...
+
+    def folder_root(self, folder_id: str) -> Path:
+        """The folder's root on this machine; ``FolderNotFound`` if it does not exist."""
+        ...
+
+    def host_path(self, folder_id: str, host: str) -> PurePosixPath | None:
+        """Where ``host`` sees the folder (to bind-mount it), or None if it cannot."""
+        ...
+
+    def usage(self, folder_id: str) -> Usage: ...
+
+    def record_change(self, folder_id: str, change: Usage) -> None:
+        """The data plane added or removed this much; fast-size backends keep count."""
+        ...
+
+    def recount(self, folder_id: str) -> Usage:
+        """Walk the tree for the exact usage (and keep it, where usage is kept)."""
+        ...
+
+    def quota(self, folder_id: str) -> int | None:
+        """The folder's limit in bytes, or None for none."""
+        ...
+
+    def set_quota(self, folder_id: str, limit: int | None) -> None: ...
+
+    def upload_area(self) -> Path:
+        """The directory holding partial uploads and their state: on the same filesystem as
+        the folders (a finished upload is renamed into place), inside no folder's tree (a
+        session that mounts a folder must not see or change them), one per volume (so the
+        sweep of expired uploads reads one small directory). A hard-quota backend whose
+        renames cannot cross quota projects would give each project its own."""
+        ...

@@ -1,0 +1,1 @@
+"""Storage: path rules, tokens, volume layout and the folder tree on real directories."""
