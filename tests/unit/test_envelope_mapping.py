@@ -25,6 +25,7 @@ from commands.tenancy import (
     ResourcePolicy,
     User,
 )
+from commands.vfolder import VFolder
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot
@@ -206,7 +207,7 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
     aggregates = (
         Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
-        ResourceGroup, Image, Correction,
+        ResourceGroup, Image, Correction, VFolder,
     )  # fmt: skip
     mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 
