@@ -7,6 +7,7 @@ from events.domain.node import KernelStopRequested, ResourcesAllocated
 from events.domain.session import SessionScheduled, SessionTerminating
 from schemas.session import SessionStatus
 from schemas.tenancy import GroupScheduling, KeypairPolicyLimits
+from services.scheduler.steps.preempt import SEARCHES_PER_PASS
 from tests.unit.pass_support import World, slots
 
 S = SessionStatus
@@ -194,3 +195,23 @@ async def test_a_restarted_scheduler_knows_a_preemption_is_under_way() -> None:
     ((placed, _),) = world.stored(SessionScheduled, after=mark)
     assert placed == high
     assert status(world, first) is S.RUNNING
+
+
+async def test_a_long_queue_is_searched_a_limited_part_per_pass_and_all_in_turn() -> None:
+    world = World()
+    await world.tenancy(LIMITS, PREEMPTING)
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    low = await running(world, priority=5)
+    # Sessions that preempting cannot help (nothing lower-priority holds enough cpu), ahead
+    # of one it can help.
+    stuck = [await world.create(slots(cpu=64, gpu=0), priority=50) for _ in range(40)]
+    helped = await world.create(slots(gpu=1), priority=50)
+    await world.decide()
+    assert status(world, low) is S.RUNNING  # the first pass searched 32 of the 41
+    assert world.state.preempt_from["default"] == SEARCHES_PER_PASS
+    assert all(status(world, sid) is S.PENDING for sid in stuck)
+
+    await world.decide()
+
+    assert status(world, low) is S.TERMINATING
+    assert world.state.sessions[low].session.preempted_by == helped

@@ -106,6 +106,9 @@ class StateModel(FoldedState):
         self.preempting: dict[str, dict[str, None]] = {}
         """Waiting session -> the sessions preempted for it that have not ended yet: while
         any has not, it preempts no more (what they hold comes back when they end)."""
+        self.preempt_from: dict[str, int] = {}
+        """Resource group -> where in its queue the next pass's victim searches start (when
+        the last pass stopped at its limit)."""
         self.timed: dict[str, None] = {}
         """RUNNING sessions with a timeout (batch): a pass stops those past it."""
         self.next_wake: datetime | None = None

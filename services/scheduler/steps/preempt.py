@@ -40,6 +40,11 @@ from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
+SEARCHES_PER_PASS = 32
+"""Victim searches per resource group in one pass, so that a long queue of sessions nothing
+can make room for does not slow every pass down; the next pass goes on where this one
+stopped."""
+
 PLACED = frozenset(
     {
         SessionStatus.SCHEDULED,
@@ -67,7 +72,15 @@ def preempt_for(
     offers: list[NodeOffer] | None = None
     running: list[Running] = []
     releasing: list[Running] = []
-    for session_id in waiting:
+    lowest: int | None = None
+    searches = 0
+    start = state.preempt_from.pop(group, 0) % len(waiting)
+    for at, session_id in enumerate([*waiting[start:], *waiting[:start]]):
+        if searches >= SEARCHES_PER_PASS:
+            # The next pass goes on from here, so that sessions behind a long run of ones
+            # nothing can make room for are looked at too.
+            state.preempt_from[group] = (start + at) % len(waiting)
+            break
         if session_id in state.preempting:
             continue  # its victims are still stopping
         tracked = state.sessions[session_id]
@@ -77,9 +90,11 @@ def preempt_for(
             continue
         if offers is None:  # only once some session is due: most passes never get here
             offers, running, releasing = _cluster(state, group, space)
+            lowest = min((r.priority for r in running), default=None)
         request = request_of(tracked, now)
-        if not any(r.priority < request.priority for r in running):
-            continue
+        if lowest is None or request.priority <= lowest:
+            continue  # nobody it may stop
+        searches += 1
         owner = tracked.session.owner
         domain = owner.domain if owner is not None else ""
         choice = choose_victims(request, domain, offers, running, rules, releasing=releasing)
@@ -89,6 +104,7 @@ def preempt_for(
         chosen = set(choice.victims)
         releasing += [r for r in running if r.session_id in chosen]
         running = [r for r in running if r.session_id not in chosen]
+        lowest = min((r.priority for r in running), default=None)
 
 
 def _stop_victims(
