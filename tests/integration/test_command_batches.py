@@ -38,6 +38,10 @@ async def start_runner(bus: Bus) -> AsyncIterator[StartRunner]:
     """Runners of one fresh durable consumer, removed afterwards."""
     durable = f"test-{new_id()[:8]}"
     started: list[CommandRunner] = []
+    # These tests count what a runner of ``cmd.session.*`` decides and writes: a command some
+    # earlier test sent to the shared server and left unconsumed would be counted too (the
+    # stream is a work queue: the first consumer to come takes it).
+    await bus.js.purge_stream(COMMANDS_STREAM, subject="cmd.session.>")
 
     async def start(
         batch_handlers: Mapping[type[Any], BatchHandler],
