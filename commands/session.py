@@ -141,7 +141,7 @@ class Session(SessionState, Aggregate):
         if (
             not spec.requeue_on_node_loss
             or self.attempt >= MAX_REQUEUES
-            or self.status not in (S.SCHEDULED, S.PREPARING, S.CREATING, S.RUNNING)
+            or not self.status.is_placed
         ):
             return False
         attempt = self.attempt + 1
@@ -156,7 +156,7 @@ class Session(SessionState, Aggregate):
     def preempt(self, by: str, reason: str, now: datetime) -> bool:
         """Stop a placed session to make room for the waiting session ``by``: it terminates,
         and its end keeps ``reason`` (which names ``by``) whatever its kernels report."""
-        if self.status is S.PENDING or self.status is S.TERMINATING or self.status.is_terminal:
+        if not self.status.is_placed:
             return False
         return self._change(S.TERMINATING, self.Terminating, now, reason=reason, preempted_by=by)
 

@@ -45,9 +45,22 @@ class SessionStatus(StrEnum):
     def is_terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
+    @property
+    def is_placed(self) -> bool:
+        """Placed on nodes and not ending: what preemption may stop and node loss requeue."""
+        return self in PLACED_STATUSES
+
 
 TERMINAL_STATUSES = frozenset(
     {SessionStatus.TERMINATED, SessionStatus.CANCELLED, SessionStatus.ERROR}
+)
+PLACED_STATUSES = frozenset(
+    {
+        SessionStatus.SCHEDULED,
+        SessionStatus.PREPARING,
+        SessionStatus.CREATING,
+        SessionStatus.RUNNING,
+    }
 )
 
 

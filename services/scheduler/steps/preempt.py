@@ -23,7 +23,6 @@ import logging
 from datetime import datetime, timedelta
 
 from commands.session import Session
-from schemas.session import SessionStatus
 from services.scheduler.placement import NodeOffer
 from services.scheduler.placement.preemption import (
     Holding,
@@ -44,15 +43,6 @@ SEARCHES_PER_PASS = 32
 """Victim searches per resource group in one pass, so that a long queue of sessions nothing
 can make room for does not slow every pass down; the next pass goes on where this one
 stopped."""
-
-PLACED = frozenset(
-    {
-        SessionStatus.SCHEDULED,
-        SessionStatus.PREPARING,
-        SessionStatus.CREATING,
-        SessionStatus.RUNNING,
-    }
-)
 
 
 def preempt_for(
@@ -180,8 +170,10 @@ def _cluster(
             started=started.timestamp(),
             holdings=tuple(held),
         )
-        if session.status is SessionStatus.TERMINATING or session.status.is_terminal:
+        if not session.status.is_placed:
+            # Terminating, ended, or requeued (its old kernels are being stopped): on its
+            # way back.
             releasing.append(entry)
-        elif tracked.session.status in PLACED and session.status in PLACED:
+        elif tracked.session.status.is_placed and session.status.is_placed:
             running.append(entry)  # placed before this pass: a session placed now is not
     return offers, running, releasing
