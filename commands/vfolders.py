@@ -40,56 +40,53 @@ class CreateVFolder(Command):
         return folder_id_for(self.command_id)
 
 
-class RenameVFolder(Command):
-    aggregate_type, verb = VFOLDER, "rename"
+class FolderCommand(Command):
+    """A command on one existing folder (a base: each subclass names its verb)."""
+
     folder_id: Token
+
+
+class RenameVFolder(FolderCommand):
+    aggregate_type, verb = VFOLDER, "rename"
     name: FolderName
 
 
-class TrashVFolder(Command):
+class TrashVFolder(FolderCommand):
     aggregate_type, verb = VFOLDER, "trash"
-    folder_id: Token
     reason: Reason = ""
 
 
-class RestoreVFolder(Command):
+class RestoreVFolder(FolderCommand):
     aggregate_type, verb = VFOLDER, "restore"
-    folder_id: Token
 
 
-class PurgeVFolder(Command):
+class PurgeVFolder(FolderCommand):
     aggregate_type, verb = VFOLDER, "purge"
-    folder_id: Token
     reason: Reason = ""
 
 
-class InviteToVFolder(Command):
+class InviteToVFolder(FolderCommand):
     aggregate_type, verb = VFOLDER, "invite"
-    folder_id: Token
     user_id: Token
     permission: Permission = Permission.READ_ONLY
 
 
-class AnswerVFolderInvitation(Command):
+class AnswerVFolderInvitation(FolderCommand):
     """The invitee accepts (or declines) an invitation addressed to them."""
 
     aggregate_type, verb = VFOLDER, "answer"
-    folder_id: Token
     accept: bool
 
 
-class RevokeVFolderShare(Command):
+class RevokeVFolderShare(FolderCommand):
     aggregate_type, verb = VFOLDER, "revoke"
-    folder_id: Token
     user_id: Token
 
 
-class LeaveVFolder(Command):
+class LeaveVFolder(FolderCommand):
     aggregate_type, verb = VFOLDER, "leave"
-    folder_id: Token
 
 
-class SetVFolderQuota(Command):
+class SetVFolderQuota(FolderCommand):
     aggregate_type, verb = VFOLDER, "quota"
-    folder_id: Token
     quota_bytes: QuotaBytes

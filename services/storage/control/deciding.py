@@ -121,11 +121,7 @@ def rename(cmd: RenameVFolder, world: World, who: Principal, now: datetime) -> D
 
 
 def trash(cmd: TrashVFolder, world: World, who: Principal, now: datetime) -> Decision:
-    def act(folder: VFolder) -> bool | Rejected:
-        if world.mounted(folder.id):
-            return Rejected(Code.REFUSED, f"folder {folder.name} is mounted by a live session")
-        return folder.trash(cmd.reason, now)
-
+    act = _unmounted(world, lambda folder: folder.trash(cmd.reason, now))
     return _owned(cmd.folder_id, world, who, Permission.READ_WRITE_DELETE, act, "trashed")
 
 
@@ -137,11 +133,7 @@ def restore(cmd: RestoreVFolder, world: World, who: Principal, now: datetime) ->
 
 
 def purge(cmd: PurgeVFolder, world: World, who: Principal, now: datetime) -> Decision:
-    def act(folder: VFolder) -> bool | Rejected:
-        if world.mounted(folder.id):
-            return Rejected(Code.REFUSED, f"folder {folder.name} is mounted by a live session")
-        return folder.purge(cmd.reason, now)
-
+    act = _unmounted(world, lambda folder: folder.purge(cmd.reason, now))
     return _owned(cmd.folder_id, world, who, Permission.READ_WRITE_DELETE, act, "purged")
 
 
@@ -189,12 +181,26 @@ def set_quota(cmd: SetVFolderQuota, world: World, who: Principal, now: datetime)
 # ---- who may ------------------------------------------------------------------------------
 
 
+Act = Callable[[VFolder], bool | Rejected]
+
+
+def _unmounted(world: World, act: Callable[[VFolder], bool]) -> Act:
+    """``act``, unless a live session mounts the folder (its bytes are in use)."""
+
+    def checked(folder: VFolder) -> bool | Rejected:
+        if world.mounted(folder.id):
+            return Rejected(Code.REFUSED, f"folder {folder.name} is mounted by a live session")
+        return act(folder)
+
+    return checked
+
+
 def _owned(
     folder_id: str,
     world: World,
     who: Principal,
     needed: Permission | None,
-    act: Callable[[VFolder], bool | Rejected],
+    act: Act,
     done: str,
 ) -> Decision:
     """Act on a working copy of the folder, if ``who`` owns or administers it (or, when
