@@ -1,11 +1,14 @@
 """Node loss through the real scheduler: an agent whose heartbeat key goes (expired or
 deleted) has its node declared lost, its sessions ended ``node-lost`` with their slots and
 quota given back, and no new placement; a node without a key when the scheduler starts is
-swept after the grace; an agent that registers again is taken back."""
+swept after the grace; an agent that registers again is taken back; a batch session that
+asked for it is requeued on a live node instead."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 from commands.node import Node
 from commands.quota import Quota
@@ -46,24 +49,43 @@ async def request(bus: Bus, image: str, owner: SessionOwner) -> str:
     return await requested(bus, image, owner, NEED)
 
 
-async def test_a_dead_node_ends_its_sessions_and_takes_no_more_work(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
-) -> None:
+@dataclass
+class Cluster:
+    """A session RUNNING on ``dead`` (whose heartbeat the test will take away) and a second,
+    live node."""
+
+    owner: SessionOwner
+    session_id: str
+    kernel_id: str
+    dead: FakeAgent
+    live: FakeAgent
+
+
+async def running_on_a_node_to_lose(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler, **fields: Any
+) -> Cluster:
     owner = (await make_tenancy(store)).owner
     dead = FakeAgent(store, slots(cpu=8, mem=8), (image,))
     await dead.register()
     await beat(bus, dead)
     await start_scheduler(watch_heartbeats=True)
     await node_of(store, dead)
-    first = await request(bus, image, owner)
-    placed = await session_in(store, first, SessionStatus.SCHEDULED)
-    (kernel_id,) = placed.kernel_ids
-    await dead.started(kernel_id, first)
-    await session_in(store, first, SessionStatus.RUNNING)
+    session_id = await requested(bus, image, owner, NEED, **fields)
+    (kernel_id,) = (await session_in(store, session_id, SessionStatus.SCHEDULED)).kernel_ids
+    await dead.started(kernel_id, session_id)
+    await session_in(store, session_id, SessionStatus.RUNNING)
     live = FakeAgent(store, slots(cpu=8, mem=8), (image,))
     await live.register()
     await beat(bus, live)
     await node_of(store, live)
+    return Cluster(owner, session_id, kernel_id, dead, live)
+
+
+async def test_a_dead_node_ends_its_sessions_and_takes_no_more_work(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    cluster = await running_on_a_node_to_lose(bus, store, image, start_scheduler)
+    owner, first, dead, live = cluster.owner, cluster.session_id, cluster.dead, cluster.live
 
     await gone(bus, dead)
     ended = await session_in(store, first, SessionStatus.TERMINATED)
@@ -121,22 +143,11 @@ async def test_a_node_without_a_heartbeat_at_start_is_swept(
 async def test_a_batch_session_that_asked_for_it_is_requeued_on_a_live_node(
     bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    dead = FakeAgent(store, slots(cpu=8, mem=8), (image,))
-    await dead.register()
-    await beat(bus, dead)
-    await start_scheduler(watch_heartbeats=True)
-    await node_of(store, dead)
-    session_id = await requested(
-        bus, image, owner, NEED, type=SessionType.BATCH, requeue_on_node_loss=True
+    cluster = await running_on_a_node_to_lose(
+        bus, store, image, start_scheduler, type=SessionType.BATCH, requeue_on_node_loss=True
     )
-    (old_kernel,) = (await session_in(store, session_id, SessionStatus.SCHEDULED)).kernel_ids
-    await dead.started(old_kernel, session_id)
-    await session_in(store, session_id, SessionStatus.RUNNING)
-    live = FakeAgent(store, slots(cpu=8, mem=8), (image,))
-    await live.register()
-    await beat(bus, live)
-    await node_of(store, live)
+    owner, session_id, dead, live = cluster.owner, cluster.session_id, cluster.dead, cluster.live
+    old_kernel = cluster.kernel_id
 
     await gone(bus, dead)
 
