@@ -16,6 +16,7 @@ from typing import Any
 from commands.authorisation import Principal
 from commands.directory import Directory
 from commands.errors import DomainError
+from commands.folders import Folders, administers, owns, sees
 from commands.outcome import Code, Rejected
 from commands.unit_of_work import working_copy
 from commands.vfolder import VFolder
@@ -33,7 +34,6 @@ from commands.vfolders import (
 )
 from schemas.tenancy import PolicyKind, Role, policy_id_for
 from schemas.vfolder import OwnerKind, Permission
-from services.storage.control.folders import Folders
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +149,7 @@ def invite(cmd: InviteToVFolder, world: World, who: Principal, now: datetime) ->
 
 def answer(cmd: AnswerVFolderInvitation, world: World, who: Principal, now: datetime) -> Decision:
     folder = world.folders.get(cmd.folder_id)
-    if folder is None or (who.user_id not in folder.invitations and not _sees(folder, who)):
+    if folder is None or (who.user_id not in folder.invitations and not sees(folder, who)):
         return Rejected(Code.NOT_FOUND, f"there is no folder {cmd.folder_id}")
     copy = working_copy(folder)
     answer_with = copy.accept if cmd.accept else copy.decline
@@ -164,7 +164,7 @@ def revoke(cmd: RevokeVFolderShare, world: World, who: Principal, now: datetime)
 
 def leave(cmd: LeaveVFolder, world: World, who: Principal, now: datetime) -> Decision:
     folder = world.folders.get(cmd.folder_id)
-    if folder is None or not _sees(folder, who):
+    if folder is None or not sees(folder, who):
         return Rejected(Code.NOT_FOUND, f"there is no folder {cmd.folder_id}")
     copy = working_copy(folder)
     copy.leave(who.user_id, now)
@@ -206,9 +206,9 @@ def _owned(
     """Act on a working copy of the folder, if ``who`` owns or administers it (or, when
     ``needed`` is given, holds at least that permission on it)."""
     folder = world.folders.get(folder_id)
-    if folder is None or not _sees(folder, who):
+    if folder is None or not sees(folder, who):
         return Rejected(Code.NOT_FOUND, f"there is no folder {folder_id}")
-    allowed = _administers(folder, who) or _owner(folder, who)
+    allowed = administers(folder, who) or owns(folder, who)
     if not allowed and needed is not None:
         held = folder.permission_of(who.user_id, member=folder.owner_id in who.projects)
         allowed = held is not None and held.allows(needed)
@@ -219,25 +219,6 @@ def _owned(
     if isinstance(acted, Rejected):
         return acted
     return Change(copy, f"folder {folder.name} {done}" if acted else "nothing changed")
-
-
-def _owner(folder: VFolder, who: Principal) -> bool:
-    if folder.owner_kind is OwnerKind.USER:
-        return folder.owner_id == who.user_id
-    return False  # a project folder's members use it; its admins manage it
-
-
-def _administers(folder: VFolder, who: Principal) -> bool:
-    return who.is_superadmin or (who.role is Role.ADMIN and folder.domain == who.domain)
-
-
-def _sees(folder: VFolder, who: Principal) -> bool:
-    """Owner, sharer, invitee, member of the owning project, or an admin of its domain."""
-    if _administers(folder, who) or _owner(folder, who):
-        return True
-    if folder.owner_kind is OwnerKind.PROJECT and folder.owner_id in who.projects:
-        return True
-    return who.user_id in folder.shares or who.user_id in folder.invitations
 
 
 def _in_project(who: Principal, project_id: str, domain: str) -> bool:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from schemas.vfolder import folder_relpath
 from services.storage.settings import LocalVolumeSettings, StorageSettings
-from services.storage.volumes.base import Capability, FolderNotFound, Volume, folder_relpath
+from services.storage.volumes.base import Capability, FolderNotFound, Volume
 from services.storage.volumes.local import LocalVolume
 from services.storage.volumes.shared import SharedVolume
 

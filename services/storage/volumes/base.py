@@ -9,12 +9,10 @@ call from a thread.
 
 from __future__ import annotations
 
-import hashlib
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from schemas.ids import check_token
 from services.storage.foldertree import Usage
 
 # The hidden directory at a volume's root that holds the service's own files (upload
@@ -30,15 +28,6 @@ class Capability(StrEnum):
 class FolderNotFound(LookupError):
     def __init__(self, volume: str, folder_id: str) -> None:
         super().__init__(f"folder {folder_id!r} does not exist on volume {volume!r}")
-
-
-def folder_relpath(folder_id: str) -> PurePosixPath:
-    """``<h[0:2]>/<h[2:4]>/<id>`` with ``h`` the SHA-256 of the id: 65,536 buckets spread
-    evenly whatever the ids look like (an id-prefix layout would pile up ids made from names
-    or counters), so millions of folders never share one directory."""
-    check_token(folder_id, "folder id")
-    digest = hashlib.sha256(folder_id.encode()).hexdigest()
-    return PurePosixPath(digest[0:2], digest[2:4], folder_id)
 
 
 class Volume(Protocol):

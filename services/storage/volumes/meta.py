@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.storage.volumes.base import folder_relpath
+from schemas.vfolder import folder_relpath
 
 
 class FolderMeta(BaseModel):

@@ -9,9 +9,10 @@ import shutil
 import stat
 from pathlib import Path
 
+from schemas.vfolder import folder_relpath
 from services.storage.folderfs import open_root
 from services.storage.foldertree import Usage, usage
-from services.storage.volumes.base import SERVICE_DIR, FolderNotFound, folder_relpath
+from services.storage.volumes.base import SERVICE_DIR, FolderNotFound
 from services.storage.volumes.meta import MetaStore
 
 

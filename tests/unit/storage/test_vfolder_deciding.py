@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from commands.directory import Directory
+from commands.folders import Folders
 from commands.outcome import Code, Rejected
 from commands.vfolders import (
     AnswerVFolderInvitation,
@@ -34,7 +35,6 @@ from schemas.subjects import AggregateType
 from schemas.tenancy import PolicyKind, Role, StoragePolicyLimits, project_id_for
 from schemas.vfolder import OwnerKind, Permission
 from services.storage.control.deciding import Change, World, decide
-from services.storage.control.folders import Folders
 from tests.unit.scenario import at, envelope_of
 
 PID = project_id_for("d1", "ml")
