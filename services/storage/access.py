@@ -10,8 +10,8 @@ from pathlib import Path
 
 from starlette.requests import Request
 
+from schemas.folder_paths import FolderPath, parse_path
 from services.storage.errors import StorageError
-from services.storage.paths import FolderPath, parse_path
 from services.storage.settings import StorageSettings
 from services.storage.tokens import Claims, Operation, TokenError, UsedTokens, check_scope, verify
 from services.storage.volumes import Volume

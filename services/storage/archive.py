@@ -15,8 +15,8 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from schemas.folder_paths import FolderPath
 from services.storage import folderfs, foldertree
-from services.storage.paths import FolderPath
 
 BLOCK = tarfile.BLOCKSIZE
 RECORD = tarfile.RECORDSIZE

@@ -11,8 +11,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from schemas.folder_paths import UnsafePath
 from services.storage.folderfs import FolderFsError
-from services.storage.paths import UnsafePath
 from services.storage.tokens import TokenError
 from services.storage.volumes import FolderNotFound
 

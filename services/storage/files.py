@@ -9,10 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from schemas.folder_paths import FolderPath, parse_path
 from services.storage import folderfs, foldertree
 from services.storage.access import Grant, admit, plane_of, query_path
 from services.storage.errors import StorageError
-from services.storage.paths import FolderPath, parse_path
 from services.storage.tokens import Claims, Operation
 from services.storage.volumes import Capability
 

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from services.storage.paths import FolderPath, check_new_name
+from schemas.folder_paths import FolderPath, check_new_name
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

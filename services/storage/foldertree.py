@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from schemas.folder_paths import FolderPath, is_safe_name
 from services.storage.folderfs import (
     FolderFsError,
     lstat,
     open_dir,
 )
-from services.storage.paths import FolderPath, is_safe_name
 
 # A walk descends at most this deep (each level holds a descriptor); deeper entries are left
 # out of usage counts and archives. A session could otherwise exhaust descriptors with a

@@ -17,10 +17,10 @@ from anyio import to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from schemas.folder_paths import FolderPath, check_new_name, parse_path
 from services.storage import folderfs
 from services.storage.access import Admission, Grant, admit, plane_of
 from services.storage.errors import StorageError, as_storage_error
-from services.storage.paths import FolderPath, check_new_name, parse_path
 from services.storage.tokens import Claims, Operation
 from services.storage.tus import (
     OFFSET_CONTENT_TYPE,

@@ -7,8 +7,8 @@ import os
 import tarfile
 from pathlib import Path
 
+from schemas.folder_paths import ROOT, parse_path
 from services.storage.archive import tar_chunks
-from services.storage.paths import ROOT, parse_path
 
 
 def test_the_archive_holds_files_and_directories_but_no_symlinks_or_fifos(tmp_path: Path) -> None:

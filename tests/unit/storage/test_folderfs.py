@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from schemas.folder_paths import UnsafePath, parse_path
 from services.storage import folderfs
 from services.storage.folderfs import FolderFsError
-from services.storage.paths import UnsafePath, parse_path
 
 
 @pytest.fixture

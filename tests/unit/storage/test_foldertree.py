@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from schemas.folder_paths import ROOT, parse_path
 from services.storage import folderfs, foldertree
 from services.storage.folderfs import FolderFsError
 from services.storage.foldertree import Usage
-from services.storage.paths import ROOT, parse_path
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.storage.paths import (
+from schemas.folder_paths import (
     MAX_NAME_BYTES,
     MAX_PATH_BYTES,
     ROOT,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from services.storage.paths import parse_path
+from schemas.folder_paths import parse_path
 from services.storage.tokens import (
     Claims,
     Operation,
