@@ -33,6 +33,10 @@ class Folders(FoldedState):
         self._indexed: dict[str, tuple[Owner, str]] = {}
         """Id -> the owner and name it is indexed under (the folder object may have changed
         in place since)."""
+        self._shared_with: dict[str, set[str]] = {}
+        """User id -> ids of the folders shared with them (accepted shares)."""
+        self._sharers: dict[str, frozenset[str]] = {}
+        """Folder id -> the users it is indexed as shared with."""
 
     # ---- folding -------------------------------------------------------------------------
 
@@ -57,6 +61,7 @@ class Folders(FoldedState):
         if indexed is not None:
             owner, name = indexed
             self._names[owner].pop(name, None)
+        self._index_shares(folder_id, frozenset())
 
     def put(self, folder: VFolder) -> None:
         """Take ``folder`` as it now is (created, renamed, purged...)."""
@@ -69,6 +74,16 @@ class Folders(FoldedState):
             owner = (folder.owner_kind, folder.owner_id)
             self._names.setdefault(owner, {})[folder.name] = folder.id
             self._indexed[folder.id] = (owner, folder.name)
+        self._index_shares(folder.id, frozenset(folder.shares))
+
+    def _index_shares(self, folder_id: str, users: frozenset[str]) -> None:
+        before = self._sharers.pop(folder_id, frozenset())
+        for user_id in before - users:
+            self._shared_with[user_id].discard(folder_id)
+        for user_id in users - before:
+            self._shared_with.setdefault(user_id, set()).add(folder_id)
+        if users:
+            self._sharers[folder_id] = users
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -108,10 +123,18 @@ class Folders(FoldedState):
             if project is not None and sees(project, who):
                 return project
         shared = [
-            f for f in self.by_id.values()
-            if f.name == ref and who.user_id in f.shares and f.status is not FolderStatus.PURGED
+            folder for folder_id in self._shared_with.get(who.user_id, ())
+            if (folder := self.by_id[folder_id]).name == ref
+            and folder.status is not FolderStatus.PURGED
         ]  # fmt: skip
         return shared[0] if len(shared) == 1 else None
+
+    def shared_with(self, user_id: str) -> Iterator[VFolder]:
+        """The folders shared with ``user_id`` (accepted shares), purged ones excepted."""
+        for folder_id in self._shared_with.get(user_id, ()):
+            folder = self.by_id[folder_id]
+            if folder.status is not FolderStatus.PURGED:
+                yield folder
 
 
 # ---- who may ------------------------------------------------------------------------------
