@@ -27,6 +27,7 @@ from events.snapshots import Snapshot
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
+from schemas.vfolder import Mount
 
 __all__ = [
     "Allocation",
@@ -173,9 +174,10 @@ class Node(Aggregate):
         devices: tuple[DeviceShare, ...] = (),
         hostname: str = "",
         numa_node: int | None = None,
+        mounts: tuple[Mount, ...] = (),
     ) -> bool:
-        """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs.
-        The same allocation again changes nothing."""
+        """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs
+        (with which folders mounted). The same allocation again changes nothing."""
         held = self.allocations.get(kernel_id)
         wanted = Allocation(
             session_id=session_id,
@@ -186,6 +188,7 @@ class Node(Aggregate):
             devices=tuple(devices),
             hostname=hostname,
             numa_node=numa_node,
+            mounts=tuple(mounts),
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -218,6 +221,7 @@ class Node(Aggregate):
             devices=wanted.devices,
             hostname=hostname,
             numa_node=numa_node,
+            mounts=wanted.mounts,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:

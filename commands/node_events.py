@@ -57,6 +57,7 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             devices=self.devices,
             hostname=self.hostname,
             numa_node=self.numa_node,
+            mounts=self.mounts,
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commands.errors import DomainError
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
+from schemas.vfolder import Mount
 
 
 class NodeUnavailableError(DomainError):
@@ -40,4 +41,6 @@ class Allocation(BaseModel):
     """The container's host name ("" : the engine's default)."""
     numa_node: int | None = None
     """The NUMA node of its devices, when they share one: the agent pins the CPUs there."""
+    mounts: tuple[Mount, ...] = ()
+    """Its session's folders, bind-mounted by the agent."""
     stopping: bool = False

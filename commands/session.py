@@ -38,6 +38,7 @@ from schemas.session import (
 )
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
+from schemas.vfolder import Mount
 
 S = SessionStatus
 
@@ -67,6 +68,7 @@ class Session(SessionState, Aggregate):
         kernels: dict[str, KernelState] = {}
         preempted_by: str | None = None
         attempt: int = 0
+        mounts: tuple[Mount, ...] = ()
 
     def __init__(self) -> None:
         # Here, not inherited: the library makes every aggregate a dataclass, which would
@@ -82,7 +84,9 @@ class Session(SessionState, Aggregate):
         spec: SessionSpec,
         now: datetime,
         owner: SessionOwner | None = None,
+        mounts: tuple[Mount, ...] = (),
     ) -> Session:
+        """A new PENDING session; ``mounts``: its folders, as the scheduler resolved them."""
         kernel_ids = tuple(kernel_id_for(session_id, i) for i in range(len(spec.kernels)))
         return cls._create(
             cls.Requested,
@@ -91,6 +95,7 @@ class Session(SessionState, Aggregate):
             spec=spec,
             kernel_ids=kernel_ids,
             owner=owner,
+            mounts=tuple(mounts),
         )
 
     def admit(self, reason: str, now: datetime) -> bool:

@@ -34,6 +34,7 @@ class Requested(SessionRequested, Aggregate.Created):
         session.spec = self.spec
         session.kernel_ids = self.kernel_ids
         session.owner = self.owner
+        session.mounts = self.mounts
         # A session from before tenancy has no scopes to reserve on.
         session.admitted = self.owner is None
         session._enter(S.PENDING, self.reason, self.timestamp)

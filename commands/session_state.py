@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from commands.session_rules import PENDING_KERNEL, KernelState, StatusChange, kernel_of
 from schemas.session import SessionResult, SessionSpec, SessionStatus, cluster_host, result_of
 from schemas.tenancy import SessionOwner
+from schemas.vfolder import Mount
 
 S = SessionStatus
 
@@ -34,6 +35,8 @@ class SessionState:
         """The session it was stopped to make room for (preemption)."""
         self.attempt = 0
         """How often it was requeued after losing its node (its kernels are new each time)."""
+        self.mounts: tuple[Mount, ...] = ()
+        """The folders it mounts, as resolved when it was requested (kept across requeues)."""
 
     @property
     def reason(self) -> str:

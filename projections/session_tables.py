@@ -23,6 +23,7 @@ from sqlalchemy import (
 
 from projections.db import UTCDateTime
 from schemas.session import SessionStatus
+from schemas.vfolder import Mount
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,7 @@ def tables(suffix: str = "") -> SessionTables:
         Column("timeout_s", Integer),
         Column("cluster_mode", String(16), nullable=False),
         Column("kernel_count", Integer, nullable=False),
+        Column("mounts", JSON, nullable=False),  # [{folder_id, name, volume, path, read_only}]
         Column("project", String(64)),  # the envelope's tenant project
         Column("owner_kind", String(16), nullable=False),  # who asked: the envelope's actor
         Column("owner_id", String(128), nullable=False),
@@ -119,6 +121,8 @@ class SessionRecord:
     timeout_s: int | None
     cluster_mode: str
     kernel_count: int
+    mounts: tuple[Mount, ...]
+    """The folders it mounts (``SessionRequested.mounts``)."""
     project: str | None
     owner_kind: str
     owner_id: str
@@ -154,6 +158,7 @@ _LISTS = ("command", "kernel_ids", "node_ids", "depends_on")
 def to_row(record: SessionRecord) -> dict[str, Any]:
     row = {name: getattr(record, name) for name in _COLUMNS}
     row["status"] = record.status.value
+    row["mounts"] = [m.model_dump(mode="json") for m in record.mounts]
     for name in _LISTS:
         row[name] = None if row[name] is None else list(row[name])
     return row
@@ -162,6 +167,7 @@ def to_row(record: SessionRecord) -> dict[str, Any]:
 def from_row(row: Any) -> SessionRecord:
     values = {name: getattr(row, name) for name in _COLUMNS}
     values["status"] = SessionStatus(row.status)
+    values["mounts"] = tuple(Mount.model_validate(m) for m in row.mounts)
     for name in _LISTS:
         values[name] = None if values[name] is None else tuple(values[name])
     return SessionRecord(**values)

@@ -8,7 +8,8 @@ the row mapping are in ``projections.session_tables``.
 Owner columns (access key, user, project, domain) come from ``SessionRequested.owner``, the
 scopes authorisation and quotas use; sessions from before tenancy have none (NULL), so only a
 superadmin's unfiltered listing shows them. Batch and cluster columns (dependencies, start time,
-timeout, cluster mode, kernel count) come from the spec; ``result`` follows status and exit code
+timeout, cluster mode, kernel count) come from the spec, its mounts from ``SessionRequested``
+(as the scheduler resolved them); ``result`` follows status and exit code
 (``schemas.session.result_of``). Per-kernel events (``SessionKernel*``) are not read here.
 """
 
@@ -43,10 +44,10 @@ from projections.session_tables import SessionRecord, StatusEntry, from_row, tab
 from schemas.session import SessionStatus, result_of
 
 NAME = "sessions"
-VERSION = 3
+VERSION = 4
 """v2: owner columns (access key, user, project, domain from the owner), priority, admitted.
 v3: batch and cluster columns (depends_on, starts_at, timeout_s, cluster_mode, kernel_count)
-and result."""
+and result. v4: mounts (the folders it mounts, from ``SessionRequested.mounts``)."""
 EVENTS = frozenset(
     cls.event_name
     for cls in (
@@ -101,6 +102,7 @@ def apply(
             timeout_s=spec.timeout_s,
             cluster_mode=spec.cluster_mode.value,
             kernel_count=len(spec.kernels),
+            mounts=payload.mounts,
             project=env.tenant.project,
             owner_kind=env.actor.kind.value,
             owner_id=env.actor.id,

@@ -23,6 +23,7 @@ from schemas.bounds import (
 from schemas.ids import TOKEN_PATTERN
 from schemas.resources import ResourceSlots
 from schemas.tenancy import SESSION_PRIORITY_DEFAULT, SESSION_PRIORITY_MAX
+from schemas.vfolder import MAX_MOUNTS, MountRequest
 
 
 class SessionType(StrEnum):
@@ -158,6 +159,24 @@ class SessionSpec(BaseModel):
     requeue_on_node_loss: bool = False
     """Batch sessions only: when a node it runs on is lost, it waits to be placed again (new
     kernels, up to ``MAX_REQUEUES`` times) instead of ending ``node-lost``."""
+    mounts: tuple[MountRequest, ...] = ()
+    """Virtual folders to mount, as asked (by name or id). The scheduler resolves them when it
+    creates the session (``SessionRequested.mounts``); the caller's dot-folders are added."""
+
+    @field_validator("mounts")
+    @classmethod
+    def _mounts(cls, mounts: tuple[MountRequest, ...]) -> tuple[MountRequest, ...]:
+        if len(mounts) > MAX_MOUNTS:
+            raise ValueError(f"at most {MAX_MOUNTS} mounts, got {len(mounts)}")
+        folders = [m.folder for m in mounts]
+        repeated = sorted({f for f in folders if folders.count(f) > 1})
+        if repeated:
+            raise ValueError(f"folder {repeated[0]!r} is mounted more than once")
+        paths = [m.path for m in mounts if m.path is not None]
+        twice = sorted({p for p in paths if paths.count(p) > 1})
+        if twice:
+            raise ValueError(f"two mounts at {twice[0]}: give each folder its own path")
+        return mounts
 
     @field_validator("depends_on")
     @classmethod

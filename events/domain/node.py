@@ -9,6 +9,7 @@ from events.catalogue import Event, event
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
+from schemas.vfolder import Mount
 
 NODE = AggregateType.NODE
 
@@ -52,6 +53,8 @@ class ResourcesAllocated(Event):
     devices: tuple[DeviceShare, ...] = ()
     hostname: str = ""
     numa_node: int | None = None
+    mounts: tuple[Mount, ...] = ()
+    """Its session's folders: the agent mounts each from ``<volume root>/<folder path>``."""
 
 
 @event("KernelStopRequested", NODE)

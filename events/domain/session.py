@@ -12,6 +12,7 @@ from events.catalogue import Event, event
 from schemas.session import SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
+from schemas.vfolder import Mount
 
 SESSION = AggregateType.SESSION
 
@@ -27,6 +28,9 @@ class SessionRequested(Event):
     owner: SessionOwner | None = None
     """The scopes its slots are reserved on. None only in logs older than tenancy: such a
     session is admitted without a quota check."""
+    mounts: tuple[Mount, ...] = ()
+    """The virtual folders it mounts, resolved when it was created (the spec's requests and
+    the owner's dot-folders): kept across requeues, carried to each kernel's allocation."""
 
 
 @event("SessionAdmitted", SESSION)

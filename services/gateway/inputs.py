@@ -21,6 +21,7 @@ from schemas.bounds import (
 from schemas.principal import Actor, Tenant
 from schemas.session import MAX_KERNELS, check_request
 from schemas.tenancy import SessionOwner
+from schemas.vfolder import MAX_MOUNTS, mount_path_problem
 
 
 class InputError(ValueError):
@@ -78,6 +79,14 @@ def create_session_command(
         "name": raw.get("name"),
         "resource_group": raw.get("resource_group") or "default",
     }
+    mounts: list[dict[str, Any]] = raw.get("mounts") or []
+    if len(mounts) > MAX_MOUNTS:
+        raise InputError(f"at most {MAX_MOUNTS} mounts, got {len(mounts)}")
+    for mount in mounts:
+        problem = None if mount.get("path") is None else mount_path_problem(mount["path"])
+        if problem is not None:
+            raise InputError(f"mounts: {problem}")
+    spec["mounts"] = mounts
     # Left out, they take the spec's defaults (and its validation says what is wrong).
     optional = ("priority", "cluster_mode", "depends_on", "starts_at", "timeout_s")
     for name in (*optional, "requeue_on_node_loss"):

@@ -30,6 +30,17 @@ class EnvVar:
 
 
 @strawberry.input
+class MountInput:
+    folder: str = strawberry.field(description="a folder's id, or its name as you see it")
+    path: str | None = strawberry.field(
+        default=None, description="where it appears in the container; default /home/work/<name>"
+    )
+    read_only: bool = strawberry.field(
+        default=False, description="mounted read-only (a read-only share always is)"
+    )
+
+
+@strawberry.input
 class CreateSessionInput:
     image: str
     type: str = strawberry.field(default="interactive", description="interactive | batch")
@@ -67,6 +78,11 @@ class CreateSessionInput:
         default=None,
         description="batch only: placed again (up to 3 times) if its node is lost, instead of "
         "ending node-lost (default false)",
+    )
+    mounts: list[MountInput] | None = strawberry.field(
+        default=None,
+        description="virtual folders to mount (up to 32), by id or name; your dot-folders and "
+        "your project's are mounted too",
     )
     client_command_id: str | None = strawberry.field(
         default=None, description="idempotency key: the same id never creates a second session"
@@ -107,6 +123,10 @@ class SessionMutation:
             "starts_at": input.starts_at,
             "timeout_s": input.timeout_seconds,
             "requeue_on_node_loss": input.requeue_on_node_loss,
+            "mounts": [
+                {"folder": m.folder, "path": m.path, "read_only": m.read_only}
+                for m in input.mounts or []
+            ],
         }
         try:
             command = create_session_command(

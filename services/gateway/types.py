@@ -1,4 +1,4 @@
-"""GraphQL object types: sessions with their history and logs, nodes, command outcomes.
+"""GraphQL object types: sessions with their history, logs and mounts, nodes, command outcomes.
 
 Sessions and nodes are built from the projections' query types (``projections.queries``) by
 their ``of`` classmethods: the only place a view's fields meet their GraphQL names."""
@@ -59,6 +59,14 @@ class StatusChange:
             status=entry.status.value, reason=entry.reason, at=entry.at, seq=entry.seq,
             queue_position=position, queue_length=length,
         )  # fmt: skip
+
+
+@strawberry.type
+class SessionMount:
+    folder_id: str
+    name: str = strawberry.field(description="the folder's name when the session was created")
+    path: str = strawberry.field(description="where it appears in the container")
+    read_only: bool
 
 
 @strawberry.type
@@ -133,6 +141,10 @@ class Session:
     )
     cluster_mode: str = strawberry.field(description="single-node | multi-node")
     cluster_size: int = strawberry.field(description="how many kernels (kernelIds[0]: main)")
+    mounts: list[SessionMount] = strawberry.field(
+        description="the virtual folders it mounts, as resolved when it was created (the "
+        "folders asked for, then the dot-folders added)"
+    )
     created_at: datetime
     updated_at: datetime
     all_history: strawberry.Private[list[StatusChange]]
@@ -172,6 +184,10 @@ class Session:
             timeout_seconds=r.timeout_s,
             cluster_mode=r.cluster_mode,
             cluster_size=len(r.kernel_ids),
+            mounts=[
+                SessionMount(folder_id=m.folder_id, name=m.name, path=m.path, read_only=m.read_only)
+                for m in r.mounts
+            ],
             created_at=r.created_at,
             updated_at=r.updated_at,
             all_history=[StatusChange.of(h) for h in view.history],

@@ -38,6 +38,7 @@ from services.node.capacity import Capacity, discover, simulated_capacity
 from services.node.heartbeat import Heartbeat
 from services.node.ledger import Ledger
 from services.node.logs import LogArchive
+from services.node.mounts import host_mounts
 from services.node.plan import Plan, Report, plan
 from services.node.record import (
     AgentRecord,
@@ -244,7 +245,8 @@ class NodeAgent:
 
     def kernel_spec(self, kernel_id: str, allocation: Allocation) -> KernelSpec:
         """What to run: the allocation, with what only this machine knows about it (its
-        devices' memory, the CPUs of its NUMA node)."""
+        devices' memory, the CPUs of its NUMA node, where its folders' volumes are).
+        Raises ``StartFailedError`` when a folder's volume is not on this node."""
         memory = {d.uuid: d.memory_bytes for d in self.capacity.devices}
         return KernelSpec(
             kernel_id=kernel_id,
@@ -259,12 +261,13 @@ class NodeAgent:
             },
             hostname=allocation.hostname,
             cpuset=self.capacity.cpus_of(allocation.numa_node),
+            mounts=host_mounts(allocation.mounts, self.settings.volumes),
         )
 
     async def _start(self, item: tuple[str, Allocation]) -> Fact:
         kernel_id, allocation = item
-        spec = self.kernel_spec(kernel_id, allocation)
         try:
+            spec = self.kernel_spec(kernel_id, allocation)
             container_id = await self._backend.start(spec)
         except StartFailedError as exc:
             log.warning("agent %s: kernel %s failed to start: %s", self.node_id, kernel_id, exc)

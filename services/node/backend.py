@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol
 
 from schemas.devices import DeviceShare
@@ -52,6 +53,24 @@ def last_bytes(text: str, max_bytes: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class HostMount:
+    """A virtual folder bind-mounted into a kernel: its directory on this machine, ``root`` (the
+    volume's root here) / ``relpath`` (the folder's layout under it), at ``target`` inside."""
+
+    folder_id: str
+    name: str
+    volume: str
+    root: Path
+    relpath: PurePosixPath
+    target: str
+    read_only: bool
+
+    @property
+    def source(self) -> Path:
+        return self.root / self.relpath
+
+
+@dataclass(frozen=True, slots=True)
 class KernelSpec:
     """What to run for one kernel: taken from its allocation on the node ledger, plus what
     only this machine knows (its devices' memory, its NUMA node's CPUs)."""
@@ -70,6 +89,8 @@ class KernelSpec:
     """The container's host name ("": the engine's default)."""
     cpuset: tuple[int, ...] = ()
     """CPUs to pin it to (those of its devices' NUMA node); empty: not pinned."""
+    mounts: tuple[HostMount, ...] = ()
+    """Its session's folders, resolved to this machine's directories (``services.node.mounts``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +138,8 @@ class Backend(Protocol):
     async def start(self, spec: KernelSpec) -> str:
         """Create and start the kernel's container and return its id. Idempotent: if the
         container exists already, start it if it never started, and return its id.
-        Raises ``StartFailedError`` when it cannot run here."""
+        Raises ``StartFailedError`` when it cannot run here (a folder's directory missing
+        included: ``services.node.mounts.check_host_mounts``)."""
         ...
 
     async def stop(self, container_id: str, timeout_s: float) -> None:

@@ -37,6 +37,7 @@ from services.node.backend import (
     owner_labels,
 )
 from services.node.docker_config import container_config
+from services.node.mounts import check_host_mounts
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,7 @@ class DockerBackend:
     async def start(self, spec: KernelSpec) -> str:
         if not spec.image:
             raise StartFailedError("the allocation names no image")
+        await asyncio.to_thread(check_host_mounts, spec.mounts)
         name = container_name(spec.kernel_id)
         try:
             config = container_config(

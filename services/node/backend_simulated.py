@@ -15,8 +15,9 @@ in this object, so an agent restarted with the same backend object re-attaches i
 way a restarted agent finds its containers on a real machine.
 
 Each kernel keeps what it would have run with on Docker (``launch_of``): the container
-configuration ``services.node.docker_config`` builds, devices and environment included, so tests
-without GPUs can see exactly what a GPU node would have been told.
+configuration ``services.node.docker_config`` builds, devices, environment and folder mounts
+included, so tests without GPUs can see exactly what a GPU node would have been told. A kernel
+whose folder directories are missing fails to start, as it would on Docker.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from services.node.backend import (
     last_bytes,
 )
 from services.node.docker_config import container_config
+from services.node.mounts import check_host_mounts
 
 SIMULATED_STOP_TIMEOUT_S = 10.0
 
@@ -107,6 +109,7 @@ class SimulatedBackend:
             return existing
         if spec.image not in self._images:
             raise StartFailedError(f"image {spec.image!r} is not present on this node")
+        check_host_mounts(spec.mounts)  # its folders must be there, as Docker needs them
         command = spec.command or ()
         delay, code = _behaviour(command)
         config = container_config(

@@ -1,6 +1,7 @@
 """The Docker container configuration for one kernel, as a pure function of its ``KernelSpec``:
-limits, labels, exactly its GPUs, its host name, its CPU pinning, and (for GPU shares on a
-machine running CUDA MPS) the MPS client settings. Reads and writes no subjects.
+limits, labels, exactly its GPUs, its host name, its CPU pinning, its folders (bind mounts,
+read-only where the mount says so), and (for GPU shares on a machine running CUDA MPS) the MPS
+client settings. Reads and writes no subjects.
 
 Why each GPU setting is what it is is written up in docs/gpus.md.
 """
@@ -98,6 +99,17 @@ def container_config(
         # A ledger entry written before allocations named devices: count only.
         count = math.ceil(spec.slots.gpu_hundredths / GPU_QUANTUM)
         host["DeviceRequests"] = [{"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}]
+    if spec.mounts:
+        # Mounts, not Binds: a missing source fails the create instead of being made empty.
+        host["Mounts"] = [
+            {
+                "Type": "bind",
+                "Source": str(m.source),
+                "Target": m.target,
+                "ReadOnly": m.read_only,
+            }
+            for m in spec.mounts
+        ]
     config: dict[str, Any] = {
         "Image": spec.image,
         "Labels": labels_for(cluster_id, node_id, spec.kernel_id, spec.session_id),

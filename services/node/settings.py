@@ -83,6 +83,13 @@ class AgentSettings(BaseSettings):
         description="the images a simulated machine has",
     )
     simulated_gpus: int = Field(default=0, ge=0, description="GPUs a simulated machine has")
+    volumes: dict[str, Path] = Field(
+        default_factory=dict,
+        description="where each storage volume's root is on this machine, as JSON "
+        '(\'{"local": "/srv/jetyard/volumes/local"}\'): a kernel mounts a folder from '
+        "<root>/<folder's directory>; a folder on a volume not named here fails the kernel's "
+        "start",
+    )
     mps_pipe_dir: Path | None = Field(
         default=None,
         description=(

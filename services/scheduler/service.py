@@ -1,8 +1,9 @@
 """The scheduler service: folds the log, answers session commands and runs decision passes.
 
-Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*``, ``ev.quota.*`` and the tenancy subjects
-(one ordered tail) and ``cmd.session.*`` (durable consumer). Writes ``ev.session.<id>``,
-``ev.node.<id>``, ``ev.quota.<id>``, ``out.<command id>``, leases in ``jy-leases``
+Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*``, ``ev.quota.*``, ``ev.vfolder.*`` (to
+resolve a new session's mounts) and the tenancy subjects (one ordered tail) and
+``cmd.session.*`` (durable consumer). Writes ``ev.session.<id>``, ``ev.node.<id>``,
+``ev.quota.<id>``, ``out.<command id>``, leases in ``jy-leases``
 (``admit.<domain>`` for admission, ``sched.<resource group>`` for placement) and each group's
 queue in ``jy-queues``.
 
@@ -47,6 +48,7 @@ FOLDED = (
     AggregateType.NODE,
     AggregateType.AGENT,
     AggregateType.QUOTA,
+    AggregateType.VFOLDER,
     *TENANCY_TYPES,
 )
 SYNC_TIMEOUT_S = 10.0

@@ -3,11 +3,12 @@ state. Writes ``ev.session.<id>`` (``SessionRequested``, ``SessionCancelled``,
 ``SessionTerminating``), ``ev.quota.<keypair scope>`` (``QuotaScopeOpened``,
 ``QuotaSessionQueued``) and ``ev.node.<id>`` (``KernelStopRequested``).
 
-A create is checked against the owner's tenancy and policy, and takes its place in the
-keypair's queue in the same guarded group commit as the session: two creates racing for the
-last pending place conflict on the keypair's quota, and the loser decides again. The runner
-hands creates over in runs (``create_sessions``): a run is one group commit with one queue
-event per keypair, instead of one commit per create.
+A create is checked against the owner's tenancy and policy, its folders are resolved into
+mounts (``rules.mounts``), and it takes its place in the keypair's queue in the same guarded
+group commit as the session: two creates racing for the last pending place conflict on the
+keypair's quota, and the loser decides again. The runner hands creates over in runs
+(``create_sessions``): a run is one group commit with one queue event per keypair, instead of
+one commit per create.
 
 Each handler is one decision run by the unit of work (``commands.unit_of_work``): decided in
 memory on working copies, stored in one guarded commit, applied from the ack, and decided
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from commands.authorisation import Principal
 from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
@@ -29,10 +31,12 @@ from commands.unit_of_work import TooManyConflictsError, UnitOfWork, answer
 from events.writes import AggregateRef
 from schemas.bounds import DEFAULT_LIMITS, BoundsError, InputLimits
 from schemas.ids import session_id_for
+from schemas.principal import Actor, ActorKind
 from schemas.session import SessionStatus, check_request
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
 from services.scheduler.rules.create import pending_full, refuse, refuse_image
+from services.scheduler.rules.mounts import resolve_mounts, unresolved
 from services.scheduler.state import SchedulerState
 from services.scheduler.steps.create import QueueRun
 from services.scheduler.workspace import Workspace
@@ -122,6 +126,14 @@ class SessionCommands:
                 continue
             owner = cmd.owner
             assert owner is not None
+            who = self._principal(cmd)
+            if who is None:
+                decided[i] = Rejected(Code.FORBIDDEN, f"keypair {owner.access_key} is unknown")
+                continue
+            mounts = resolve_mounts(self.state.folders, who, owner.project_id, cmd.spec.mounts)
+            if isinstance(mounts, Rejected):
+                decided[i] = mounts
+                continue
             run = runs.get(owner.access_key)
             if run is None:
                 queue = space.quota(ScopeKind.KEYPAIR, owner.access_key, now)
@@ -133,7 +145,9 @@ class SessionCommands:
                 continue
             if len(run.parts) + 2 >= space.max_events:
                 run.flush(space, now)
-            session = space.add(Session.request(session_id, cmd.spec, now, owner=owner))
+            session = space.add(
+                Session.request(session_id, cmd.spec, now, owner=owner, mounts=mounts)
+            )
             run.add(cmd.cause(), session, need)
             created[i] = (ref, run.queue.ref)
             writing.add(session_id)
@@ -141,14 +155,26 @@ class SessionCommands:
             run.flush(space, now)
         return created
 
+    def _principal(self, cmd: CreateSession) -> Principal | None:
+        """The person the session is for, as the folders' access rules see them."""
+        if cmd.owner is None:
+            return None
+        keypair = Actor(kind=ActorKind.KEYPAIR, id=cmd.owner.access_key)
+        return self.state.directory.principal(keypair)
+
     def _unknown_yet(self, cmd: CreateSession) -> bool:
         """Whether the create names something the fold has not seen (yet): its image, a part
-        of its owner, or its resource group's opening to them, perhaps written just before
-        the command was sent."""
+        of its owner, its resource group's opening to them, or a folder to mount (or its
+        share, or its coming back from the trash), perhaps written just before the command
+        was sent."""
         if session_id_for(cmd.command_id) in self.state.sessions:
             return False
         directory, owner = self.state.directory, cmd.owner
         deps_unseen = any(d not in self.state.sessions for d in cmd.spec.depends_on)
+        if owner is not None and cmd.spec.mounts:
+            who, folders = self._principal(cmd), self.state.folders
+            if any(unresolved(folders, who, owner.project_id, m.folder) for m in cmd.spec.mounts):
+                return True
         return (
             deps_unseen
             or not self.state.image_known(cmd.spec.image)

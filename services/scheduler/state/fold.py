@@ -1,5 +1,5 @@
 """The scheduler's fold: every event it reads (``ev.session.*``, ``ev.node.*``, ``ev.agent.*``,
-``ev.quota.*``, the tenancy subjects) goes to its aggregate family's ``evolve``.
+``ev.quota.*``, ``ev.vfolder.*``, the tenancy subjects) goes to its aggregate family's ``evolve``.
 
 Pure: ``evolve`` does no I/O and reads no clock. It only records what changed and asks for a
 pass when one could now decide something new.
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from commands.directory import TENANCY_TYPES
 from events.envelope import StoredEvent
 from schemas.subjects import AggregateType
-from services.scheduler.state import agents, nodes, quotas, sessions, tenancy
+from services.scheduler.state import agents, folders, nodes, quotas, sessions, tenancy
 from services.scheduler.state.model import StateModel
 from services.scheduler.state.questions import Questions
 
@@ -21,6 +21,7 @@ EVOLVE: dict[AggregateType, Callable[[StateModel, StoredEvent], None]] = {
     AggregateType.NODE: nodes.evolve,
     AggregateType.AGENT: agents.evolve,
     AggregateType.QUOTA: quotas.evolve,
+    AggregateType.VFOLDER: folders.evolve,
     **dict.fromkeys(TENANCY_TYPES, tenancy.evolve),  # the directory folds every tenancy type
 }
 """Aggregate type -> the family that folds its events; other types are not the scheduler's."""
@@ -53,5 +54,7 @@ class SchedulerState(Questions):
             self.nodes.pop(aggregate_id, None)
         elif kind == AggregateType.QUOTA:
             self.quotas.pop(aggregate_id, None)
+        elif kind == AggregateType.VFOLDER:
+            self.folders.forget(subject)
         elif kind in {t.value for t in TENANCY_TYPES}:
             self.directory.forget(subject)

@@ -1,6 +1,6 @@
 """What the scheduler keeps of the log (no subjects of its own: the fold fills it, the
 questions read it): tracked sessions, node ledgers, quota scopes, agents, the directory, the
-queues and the work a decision pass must look at.
+virtual folders, the queues and the work a decision pass must look at.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.directory import Directory
+from commands.folders import Folders
 from commands.node import Node
 from commands.quota import Quota
 from commands.session import Session
@@ -96,6 +97,8 @@ class StateModel(FoldedState):
         requests come from their acks, ahead of other replicas' earlier ones): admission
         sorts them by request sequence (``TrackedSession.order``)."""
         self.directory = Directory()
+        self.folders = Folders()
+        """Every virtual folder, for resolving a new session's mounts."""
         self.quotas: dict[str, Quota] = {}
         self.holdings: dict[str, set[str]] = {}
         """Session id -> ids of the quota scopes that queue or reserve it."""

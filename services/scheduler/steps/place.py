@@ -2,8 +2,8 @@
 
 One resource group's admitted sessions go through the group's placer
 (``services.scheduler.placement``, pure), and each decision becomes working-copy changes —
-device-level allocations on the node ledgers and the session's ``SessionScheduled``, or a
-pending reason.
+device-level allocations on the node ledgers (each carrying the session's mounts) and the
+session's ``SessionScheduled``, or a pending reason.
 
 Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
 ``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
@@ -121,6 +121,7 @@ def _apply(
             image=spec.image, command=spec.command, env=env,
             devices=placed.devices, numa_node=placed.numa_node,
             hostname=hosts[index] if len(spec.kernels) > 1 else "",
+            mounts=session.mounts,
         )  # fmt: skip
 
 
