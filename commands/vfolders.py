@@ -90,3 +90,18 @@ class LeaveVFolder(FolderCommand):
 class SetVFolderQuota(FolderCommand):
     aggregate_type, verb = VFOLDER, "quota"
     quota_bytes: QuotaBytes
+
+
+class CloneVFolder(FolderCommand):
+    """A copy of ``folder_id`` (which the actor may at least read) as a new folder of the
+    actor's own, called ``name``, on ``volume`` (None: the source's) with ``usage_mode``
+    (None: the source's). The new folder is CLONING until its bytes are copied."""
+
+    aggregate_type, verb = VFOLDER, "clone"
+    name: FolderName
+    volume: Token | None = None
+    usage_mode: UsageMode | None = None
+
+    @property
+    def clone_id(self) -> str:
+        return folder_id_for(self.command_id)

@@ -83,11 +83,18 @@ def _tenancy(stop: asyncio.Event) -> Awaitable[None]:
     return app.run(settings.TenancySettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
 
 
+def _storage(stop: asyncio.Event) -> Awaitable[None]:
+    app = importlib.import_module("services.storage.app")
+    settings = importlib.import_module("services.storage.settings")
+    return app.run(settings.StorageSettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
+
+
 SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "scheduler": _scheduler,
     "agent": _agent,
     "projections": _projections,
     "tenancy": _tenancy,
+    "storage": _storage,
     "gateway": _gateway,
 }
 

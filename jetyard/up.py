@@ -5,13 +5,14 @@ made on the first start and kept in ``<data-dir>/nats.token`` and ``nats.port``)
 ``<data-dir>/nats``, declares the streams, then runs every service as a child process
 (``jetyard serve <service>``) so Python uses every core. It says it is up only when every part
 is healthy: the server answering, each service ready (connected and caught up: it writes
-``<data-dir>/run/<service>.ready``), the gateway's ``/healthz`` 200; until then it says what it
-waits for and why. It supervises them all: a server that dies is started again at once on the
-same store, port and token (the services reconnect), a service after a pause that doubles
-while it keeps dying at once; it says what went down and why, and when it is back, and never
-gives up on a part. Ctrl-C stops the services, then the server. A lock on the data directory
-keeps a second ``up`` off it; a server orphaned by a ``kill -9`` of an earlier ``up`` is found
-through its pidfile and stopped first.
+``<data-dir>/run/<service>.ready``), the gateway's and the storage data plane's ``/healthz``
+200; until then it says what it waits for and why. The storage service's key, volume and port
+are kept in the data directory too (``up_storage``). It supervises them all: a server that
+dies is started again at once on the same store, port and token (the services reconnect), a
+service after a pause that doubles while it keeps dying at once; it says what went down and
+why, and when it is back, and never gives up on a part. Ctrl-C stops the services, then the
+server. A lock on the data directory keeps a second ``up`` off it; a server orphaned by a
+``kill -9`` of an earlier ``up`` is found through its pidfile and stopped first.
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ from jetyard.runtime import (
     stop_orphaned_server,
 )
 from jetyard.serve import READY_FILE_ENV
+from jetyard.up_storage import StorageSetup
 from schemas.settings import NatsSettings
 
 NATS = "nats-server"
-SERVICE_ORDER = ("projections", "tenancy", "scheduler", "agent", "gateway")
+SERVICE_ORDER = ("projections", "tenancy", "storage", "scheduler", "agent", "gateway")
 QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting is restarted...
 MAX_RESTART_DELAY_S = 60.0  # ...after a pause that doubles each time, up to this
 TICK_S = 0.5
@@ -113,12 +115,15 @@ class Stack:
     bootstrapped: bool = False
     bootstrap_at: float = 0.0  # when to try the first superadmin again after a failure
     nats_retry_at: float | None = None  # when to try again to start a server that died
+    storage: StorageSetup | None = None
 
     def env(self, name: str) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
+        assert self.storage is not None
         data = self.options.data_dir
         return {
             **os.environ,
+            **self.storage.env(),
             "JETYARD_NATS_URL": self.server.url,
             "JETYARD_NATS_TOKEN": self.server.token,
             "JETYARD_AGENT_DATA_DIR": str(data / "agent"),
@@ -155,6 +160,9 @@ class Stack:
         self.server = NatsServer(data_dir=data / "nats", port=port, token=nats_token(data))
         self.server.start()
         self.secrets_key = secrets_key(data)
+        self.storage, warning = StorageSetup.of(data)
+        if warning is not None:
+            print(f"WARNING: {warning}", flush=True)
         asyncio.run(self._declare())
         # For tools run by hand against this stack (`jetyard log`) and agents on other
         # machines: `set -a; . nats.env`.
@@ -240,7 +248,20 @@ class Stack:
             return f"not ready yet (see {self.log_of(part)})"
         if part == "gateway":
             return self._gateway_problem()
+        if part == "storage":
+            return self._storage_problem()
         return None
+
+    def _storage_problem(self) -> str | None:
+        assert self.storage is not None
+        url = f"{self.storage.url}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return None if response.status == 200 else f"{url} answers {response.status}"
+        except urllib.error.HTTPError as exc:
+            return f"{url} answers {exc.code}"
+        except OSError as exc:
+            return f"not answering on {url} yet ({exc})"
 
     def _nats_problem(self) -> str | None:
         server = self.server
@@ -309,6 +330,8 @@ class Stack:
         print(f"Jetyard is up (data in {data})")
         print(f"  GraphQL   http://127.0.0.1:{port}/graphql")
         print(f"  health    http://127.0.0.1:{port}/healthz")
+        if self.storage is not None and "storage" in self.options.services:
+            print(f"  storage   {self.storage.url} (folders under {self.storage.volume_root})")
         print(f"  NATS      {self.server.url} (token in {data / 'nats.token'})")
         print(f"  logs      {data / 'logs'}")
         print("Ctrl-C stops everything.", flush=True)

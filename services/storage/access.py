@@ -17,6 +17,41 @@ from services.storage.tokens import Claims, Operation, TokenError, UsedTokens, c
 from services.storage.volumes import Volume
 
 
+@dataclass(frozen=True)
+class OwnerRoom:
+    """The total size the policy of a folder's owner allows across its folders, and what
+    those folders hold (as last measured)."""
+
+    owner: str
+    limit: int
+    used: int
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.used)
+
+
+def _no_limit(folder_id: str) -> OwnerRoom | None:
+    return None
+
+
+def _nobody(volume: str, folder_id: str) -> None:
+    return None
+
+
+@dataclass
+class PlaneHooks:
+    """What the data plane asks of, and tells, the control part in the same process (the
+    storage service); alone, it asks nothing and tells no one.
+
+    ``owner_room``: the owner's policy total for a folder (None: no limit, or unknown).
+    ``changed``: called (in the event loop) after an upload completed, or a mkdir, move or
+    delete, in a folder: its usage is measured again."""
+
+    owner_room: Callable[[str], OwnerRoom | None] = _no_limit
+    changed: Callable[[str, str], None] = _nobody
+
+
 @dataclass
 class DataPlane:
     """Everything a request handler needs, built once at start-up (``app.state.plane``)."""
@@ -25,6 +60,21 @@ class DataPlane:
     volumes: Mapping[str, Volume]
     used: UsedTokens = field(default_factory=UsedTokens)
     now: Callable[[], float] = time.time
+    hooks: PlaneHooks = field(default_factory=PlaneHooks)
+
+    def check_owner_room(self, folder_id: str, length: int) -> None:
+        """Refuse an upload of ``length`` bytes the folder owner's policy total cannot hold."""
+        room = self.hooks.owner_room(folder_id)
+        if room is not None and length > room.left:
+            raise StorageError(
+                "policy_total_exceeded",
+                413,
+                f"the owner's storage policy allows {room.limit} bytes across their folders: "
+                f"{room.used} are used and this upload needs {length} more",
+            )
+
+    def changed(self, grant: Grant) -> None:
+        self.hooks.changed(grant.volume.name, grant.folder_id)
 
     @property
     def key(self) -> bytes:

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from services.storage import downloads, files, uploads
-from services.storage.access import DataPlane
+from services.storage.access import DataPlane, PlaneHooks
 from services.storage.errors import ERROR_HANDLERS
 from services.storage.settings import StorageSettings
 from services.storage.upload_state import UploadArea
@@ -80,8 +80,17 @@ async def _sweep_forever(plane: DataPlane) -> None:
         await asyncio.sleep(plane.settings.sweep_interval_s)
 
 
-def create_app(settings: StorageSettings, volumes: dict[str, Volume] | None = None) -> Starlette:
-    plane = DataPlane(settings, open_volumes(settings) if volumes is None else volumes)
+def create_app(
+    settings: StorageSettings,
+    volumes: dict[str, Volume] | None = None,
+    hooks: PlaneHooks | None = None,
+) -> Starlette:
+    """The app; ``volumes`` and ``hooks`` are shared with the storage service's control part
+    when it runs in the same process (``services.storage.app``)."""
+    plane = DataPlane(
+        settings, open_volumes(settings) if volumes is None else volumes,
+        hooks=hooks or PlaneHooks(),
+    )  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -98,14 +107,18 @@ def create_app(settings: StorageSettings, volumes: dict[str, Volume] | None = No
     return app
 
 
-def server(settings: StorageSettings) -> uvicorn.Server:
+def server(
+    settings: StorageSettings,
+    volumes: dict[str, Volume] | None = None,
+    hooks: PlaneHooks | None = None,
+) -> uvicorn.Server:
     if importlib.util.find_spec("httptools") is None:
         # uvicorn falls back to h11, a pure-Python parser: uploads then cost about twice the
         # CPU (bench/storage_throughput.py measured ~0.45 of a plain server's rate, against
         # ~0.85 with httptools).
         log.warning("storage: httptools is not installed; uploads will be slower (h11)")
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, volumes, hooks),
         host=settings.host,
         port=settings.port,
         lifespan="on",
@@ -122,5 +135,6 @@ async def serve(settings: StorageSettings) -> None:
 
 
 def run(settings: StorageSettings) -> None:
-    """Serve in this process until SIGINT/SIGTERM (``jetyard serve storage``)."""
+    """Serve the data plane alone in this process until SIGINT/SIGTERM (no control part:
+    ``jetyard serve storage`` runs ``services.storage.app``)."""
     server(settings).run()

@@ -100,6 +100,7 @@ async def make_dir(request: Request) -> JSONResponse:
             folderfs.make_dir(root, grant.path, parents=body.parents)
 
     await to_thread.run_sync(make)
+    admission.plane.changed(grant)
     return JSONResponse({"path": str(grant.path)}, status_code=201)
 
 
@@ -113,6 +114,7 @@ async def move(request: Request) -> JSONResponse:
             folderfs.move(root, grant.paths[0], grant.paths[1])
 
     await to_thread.run_sync(rename)
+    admission.plane.changed(grant)
     return JSONResponse({"from": str(grant.paths[0]), "to": str(grant.paths[1])})
 
 
@@ -121,6 +123,7 @@ async def delete(request: Request) -> JSONResponse:
     body = await read_json(request, DeleteBody)
     grant = admission.grant(_or_token_path(body.path, admission.claims))
     await to_thread.run_sync(_delete, grant, body.recursive)
+    admission.plane.changed(grant)
     return JSONResponse({"path": str(grant.path)})
 
 

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.ids import check_token
@@ -81,6 +81,31 @@ class StorageSettings(BaseSettings):
         description="a refused request body up to this size is read and dropped so the client "
         "sees the error; a larger one has its connection closed",
     )
+
+    # ---- the control part (``jetyard serve storage``) ------------------------------------
+    default_volume: str | None = Field(
+        default=None,
+        description="where a folder goes when its creator names no volume (default: 'local' "
+        "if there is one, else the first volume by name)",
+    )
+    durable: str = Field(default="storage", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The durable consumer of ``cmd.vfolder.*``."""
+    poll_timeout_s: float = Field(default=1.0, gt=0, le=60)
+    command_fetch_timeout_s: float = Field(default=1.0, gt=0, le=60)
+    attempts: int = Field(default=5, ge=1, le=100)
+    """Decisions per command before a conflict-ridden one is retried later by the runner."""
+    usage_interval_s: float = Field(
+        default=1.0, ge=0, le=3600, description="a folder's usage is measured at most this often"
+    )
+
+    @model_validator(mode="after")
+    def _default_volume_known(self) -> StorageSettings:
+        if self.default_volume is None and self.volumes:
+            self.default_volume = "local" if "local" in self.volumes else min(self.volumes)
+        if self.volumes and self.default_volume not in self.volumes:
+            known = ", ".join(sorted(self.volumes))
+            raise ValueError(f"default_volume {self.default_volume!r} is not a volume ({known})")
+        return self
 
     @field_validator("volumes")
     @classmethod

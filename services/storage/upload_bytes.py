@@ -74,6 +74,7 @@ async def append_body(
             )
         if declared is not None and offset + declared > state.length:
             raise StorageError("too_long", 413, "the body runs past Upload-Length")
+        plane.check_owner_room(grant.folder_id, state.length)
         quota = await to_thread.run_sync(grant.volume.quota, grant.folder_id)
         if quota is not None:
             await to_thread.run_sync(check_quota, grant.volume, grant.folder_id, state.length)
@@ -82,6 +83,7 @@ async def append_body(
         await to_thread.run_sync(area.save, touched)
         if writer.position == state.length:
             await to_thread.run_sync(_finish, grant, area, touched, fd)
+            plane.changed(grant)
         return writer.position
     finally:
         writer.close()  # releases the lock

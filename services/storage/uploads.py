@@ -84,6 +84,7 @@ async def create(request: Request) -> Response:
     if target.is_root:
         raise StorageError("bad_header", 400, "name the file: Upload-Metadata 'path'")
     grant = admission.grant(target, consume=False)
+    plane.check_owner_room(grant.folder_id, length)
 
     def check() -> None:
         with folderfs.open_root(grant.root) as root:

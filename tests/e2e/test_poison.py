@@ -24,7 +24,7 @@ mutation($input: CreateSessionInput!) {
   createSession(input: $input) { status message sessionId }
 }"""
 STATUS = "query($id: ID!) { session(id: $id) { status statusReason } }"
-SERVICES = ("projections", "tenancy", "scheduler", "agent", "gateway")
+SERVICES = ("projections", "tenancy", "scheduler", "agent", "storage", "gateway")
 
 
 def nats_of(stack: Jetyard) -> NatsSettings:
@@ -38,11 +38,12 @@ def nats_of(stack: Jetyard) -> NatsSettings:
 
 async def poison(settings: NatsSettings) -> dict[str, int]:
     """Every hostile kind on a session subject, plus garbage on the subjects the tenancy
-    service, the gateway's directory and the agents fold."""
+    service, the gateway's directory, the agents and the storage service fold."""
     bus: Bus = await connect(settings, name="e2e-poison")
     try:
         written = {kind: (await write_hostile(bus, kind))[1] for kind in sorted(HOSTILE)}
-        for subject in (f"ev.domain.{new_id()}", f"ev.agent.{new_id()}", f"ev.node.{new_id()}"):
+        broken = ("domain", "agent", "node", "vfolder")
+        for subject in (f"ev.{kind}.{new_id()}" for kind in broken):
             ack = await bus.js.publish(subject, b'{"broken": ', stream=EVENTS_STREAM)
             written[subject] = int(ack.seq)
         return written

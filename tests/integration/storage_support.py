@@ -20,10 +20,22 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from events.domain.tenancy import DomainCreated, ResourcePolicyCreated, UserCreated
+from events.store import EventStore
 from jetyard.natsserver import free_port
 from schemas.ids import new_id
+from schemas.subjects import AggregateType
+from schemas.tenancy import (
+    PolicyKind,
+    Role,
+    StoragePolicyLimits,
+    email_digest,
+    policy_id_for,
+    user_id_for,
+)
 from services.storage.tokens import Claims, Operation, issue
 from services.storage.volumes import LocalVolume, SharedVolume
+from tests.tenancy_support import DIGEST_KEY, record
 
 KEY = "storage-test-key-" + "k" * 32
 HOSTNAME = "storage-test-host"
@@ -224,3 +236,38 @@ def wait_until(check: Any, timeout_s: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+# ---- the storage service (control part) on the shared nats-server --------------------------
+
+
+async def person(
+    store: EventStore,
+    *,
+    max_folders: int | None = None,
+    max_total_bytes: int | None = None,
+    domain: str | None = None,
+) -> tuple[str, str]:
+    """A user of a fresh domain (or ``domain``) with a user policy of their own carrying these
+    storage limits: (domain, user id)."""
+    suffix = new_id()[:8]
+    if domain is None:
+        domain = f"dom-{suffix}"
+        await record(store, AggregateType.DOMAIN, domain, DomainCreated())
+    policy = f"up-{suffix}"
+    limits = StoragePolicyLimits(
+        max_vfolder_count=max_folders, max_quota_scope_size_bytes=max_total_bytes
+    )
+    await record(
+        store,
+        AggregateType.RESOURCE_POLICY,
+        policy_id_for(PolicyKind.USER, policy),
+        ResourcePolicyCreated(kind=PolicyKind.USER, name=policy, storage=limits),
+    )
+    digest = email_digest(f"folder-{suffix}@example.org", DIGEST_KEY)
+    user_id = user_id_for(digest)
+    created = UserCreated(
+        domain=domain, role=Role.USER, email_digest=digest, email_sealed="x", policy=policy
+    )
+    await record(store, AggregateType.USER, user_id, created)
+    return domain, user_id

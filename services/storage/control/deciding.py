@@ -16,12 +16,13 @@ from typing import Any
 from commands.authorisation import Principal
 from commands.directory import Directory
 from commands.errors import DomainError
-from commands.folders import Folders, administers, owns, sees
+from commands.folders import Folders, Owner, administers, owns, permission_of, sees
 from commands.outcome import Code, Rejected
 from commands.unit_of_work import working_copy
 from commands.vfolder import VFolder
 from commands.vfolders import (
     AnswerVFolderInvitation,
+    CloneVFolder,
     CreateVFolder,
     InviteToVFolder,
     LeaveVFolder,
@@ -33,7 +34,7 @@ from commands.vfolders import (
     TrashVFolder,
 )
 from schemas.tenancy import PolicyKind, Role, policy_id_for
-from schemas.vfolder import OwnerKind, Permission
+from schemas.vfolder import FolderStatus, OwnerKind, Permission
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,23 +92,46 @@ def create(cmd: CreateVFolder, world: World, who: Principal, now: datetime) -> D
     existing = world.folders.get(cmd.folder_id)
     if existing is not None:  # the same command again
         return Change(working_copy(existing), f"folder {existing.name} exists already")
-    if world.folders.named(owner, cmd.name) is not None:
-        return Rejected(Code.CONFLICT, f"a folder named {cmd.name} exists already")
-    limits = world.directory.policies.get(policy_id_for(*policy))
-    storage = limits.storage if limits is not None else None
-    most = storage.max_vfolder_count if storage is not None else None
-    if most is not None and world.folders.count(owner) >= most:
-        return Rejected(Code.QUOTA, f"{policy[0].value} policy {policy[1]} allows {most} folder(s)")
-    largest = storage.max_quota_scope_size_bytes if storage is not None else None
-    if largest is not None and cmd.quota_bytes is not None and cmd.quota_bytes > largest:
-        return Rejected(
-            Code.QUOTA, f"{policy[0].value} policy {policy[1]} allows at most {largest} bytes"
-        )
+    refused = _fits_owner(world, owner, policy, cmd.name, cmd.quota_bytes)
+    if refused is not None:
+        return refused
     folder = VFolder.create(
         cmd.folder_id, cmd.name, cmd.owner_kind, owner_id, who.domain, volume, now,
         usage_mode=cmd.usage_mode, quota_bytes=cmd.quota_bytes, creator=who.user_id,
     )  # fmt: skip
     return Change(folder, f"folder {cmd.name} created")
+
+
+def clone(cmd: CloneVFolder, world: World, who: Principal, now: datetime) -> Decision:
+    """A copy of a folder the actor may read, as a new folder of their own (CLONING until
+    the service has copied its bytes)."""
+    existing = world.folders.get(cmd.clone_id)
+    if existing is not None:  # the same command again
+        return Change(working_copy(existing), f"folder {existing.name} exists already")
+    source = world.folders.get(cmd.folder_id)
+    if source is None or source.status is FolderStatus.PURGED or not sees(source, who):
+        return Rejected(Code.NOT_FOUND, f"there is no folder {cmd.folder_id}")
+    if permission_of(source, who) is None:
+        return Rejected(Code.FORBIDDEN, f"you may not read folder {source.name}")
+    if source.status is not FolderStatus.READY:
+        return Rejected(
+            Code.REFUSED, f"folder {source.name} is {source.status.value}: only a ready one clones"
+        )
+    volume = cmd.volume or source.volume
+    if volume not in world.volumes:
+        known = ", ".join(sorted(world.volumes)) or "none"
+        return Rejected(Code.NOT_FOUND, f"there is no volume {volume} (volumes: {known})")
+    user = world.directory.users[who.user_id]
+    owner: Owner = (OwnerKind.USER, who.user_id)
+    refused = _fits_owner(world, owner, (PolicyKind.USER, user.policy), cmd.name, None)
+    if refused is not None:
+        return refused
+    folder = VFolder.create(
+        cmd.clone_id, cmd.name, OwnerKind.USER, who.user_id, who.domain, volume, now,
+        usage_mode=cmd.usage_mode or source.usage_mode, creator=who.user_id,
+        cloned_from=source.id,
+    )  # fmt: skip
+    return Change(folder, f"folder {source.name} is being cloned as {cmd.name}")
 
 
 def rename(cmd: RenameVFolder, world: World, who: Principal, now: datetime) -> Decision:
@@ -178,6 +202,26 @@ def set_quota(cmd: SetVFolderQuota, world: World, who: Principal, now: datetime)
     )  # fmt: skip
 
 
+def _fits_owner(
+    world: World, owner: Owner, policy: tuple[PolicyKind, str], name: str, quota: int | None
+) -> Rejected | None:
+    """Whether the owner may have one more folder called ``name`` with ``quota``: the name
+    free among their folders, their policy's folder count and folder size not exceeded."""
+    if world.folders.named(owner, name) is not None:
+        return Rejected(Code.CONFLICT, f"a folder named {name} exists already")
+    limits = world.directory.policies.get(policy_id_for(*policy))
+    storage = limits.storage if limits is not None else None
+    most = storage.max_vfolder_count if storage is not None else None
+    if most is not None and world.folders.count(owner) >= most:
+        return Rejected(Code.QUOTA, f"{policy[0].value} policy {policy[1]} allows {most} folder(s)")
+    largest = storage.max_quota_scope_size_bytes if storage is not None else None
+    if largest is not None and quota is not None and quota > largest:
+        return Rejected(
+            Code.QUOTA, f"{policy[0].value} policy {policy[1]} allows at most {largest} bytes"
+        )
+    return None
+
+
 # ---- who may ------------------------------------------------------------------------------
 
 
@@ -231,6 +275,7 @@ def _in_project(who: Principal, project_id: str, domain: str) -> bool:
 
 DECIDERS: dict[type[Any], Callable[[Any, World, Principal, datetime], Decision]] = {
     CreateVFolder: create,
+    CloneVFolder: clone,
     RenameVFolder: rename,
     TrashVFolder: trash,
     RestoreVFolder: restore,

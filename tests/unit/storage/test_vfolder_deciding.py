@@ -14,6 +14,7 @@ from commands.folders import Folders
 from commands.outcome import Code, Rejected
 from commands.vfolders import (
     AnswerVFolderInvitation,
+    CloneVFolder,
     CreateVFolder,
     InviteToVFolder,
     LeaveVFolder,
@@ -33,7 +34,7 @@ from events.envelope import StoredEvent
 from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
 from schemas.subjects import AggregateType
 from schemas.tenancy import PolicyKind, Role, StoragePolicyLimits, project_id_for
-from schemas.vfolder import OwnerKind, Permission
+from schemas.vfolder import FolderStatus, OwnerKind, Permission
 from services.storage.control.deciding import Change, World, decide
 from tests.unit.scenario import at, envelope_of
 
@@ -189,3 +190,44 @@ def test_a_mounted_folder_is_neither_trashed_nor_purged(lab: Lab) -> None:
     refused(
         lab.send(RenameVFolder, ADA, folder_id=folder, name="x"), Code.REFUSED, "cannot be renamed"
     )
+
+
+def test_a_clone_is_the_callers_own_cloning_folder(lab: Lab) -> None:
+    source = lab.create(name="data", owner_kind=OwnerKind.PROJECT, project_id=PID)
+    cloned = lab.send(CloneVFolder, BOB, folder_id=source, name="mine")
+    assert isinstance(cloned, Change), cloned
+    clone = cloned.folder
+    assert (clone.owner_kind, clone.owner_id, clone.cloned_from) == (OwnerKind.USER, BOB, source)
+    assert (clone.status, clone.volume) == (FolderStatus.CLONING, "local")
+    refused(lab.send(CloneVFolder, BOB, folder_id=source, name="mine"), Code.CONFLICT, "exists")
+    refused(lab.send(CloneVFolder, EVE, folder_id=source, name="x"), Code.NOT_FOUND, "no folder")
+    # The clone is not ready yet: it cannot be cloned in turn.
+    refused(lab.send(CloneVFolder, BOB, folder_id=clone.id, name="y"), Code.REFUSED, "cloning")
+
+
+def test_a_clone_needs_a_share_and_counts_against_the_callers_policy(lab: Lab) -> None:
+    source = lab.create()
+    lab.send(InviteToVFolder, ADA, folder_id=source, user_id=BOB)
+    # Invited, not yet accepted: Bob sees it but may not read it.
+    refused(lab.send(CloneVFolder, BOB, folder_id=source, name="x"), Code.FORBIDDEN, "may not")
+    lab.send(AnswerVFolderInvitation, BOB, folder_id=source, accept=True)
+    refused(
+        lab.send(CloneVFolder, BOB, folder_id=source, name="x", volume="nfs"),
+        Code.NOT_FOUND,
+        "no volume nfs",
+    )
+    for name in ("a", "b", "c"):
+        assert isinstance(lab.send(CloneVFolder, BOB, folder_id=source, name=name), Change)
+    refused(lab.send(CloneVFolder, BOB, folder_id=source, name="d"), Code.QUOTA, "allows 3")
+
+
+def test_the_same_clone_twice_makes_one_folder(lab: Lab) -> None:
+    source = lab.create()
+    actor = Actor(kind=ActorKind.USER, id=ADA)
+    cmd = CloneVFolder(actor=actor, tenant=SYSTEM_TENANT, folder_id=source, name="copy")
+    world = World(lab.folders, lab.directory, {"local"}, "local")
+    made = decide(cmd, world, NOW)
+    assert isinstance(made, Change) and made.folder.id == cmd.clone_id
+    lab.folders.put(made.folder)
+    again = decide(cmd, world, NOW)
+    assert isinstance(again, Change) and "exists already" in again.message

@@ -142,7 +142,9 @@ def test_volumes_are_configured_by_name_from_the_environment(
         f'{{"fast": {{"backend": "local", "root": "{tmp_path / "f"}"}},'
         f' "nfs": {{"backend": "shared", "mounts": {{"host-a": "{tmp_path / "n"}"}}}}}}',
     )
-    volumes = open_volumes(StorageSettings())
+    settings = StorageSettings()
+    assert settings.default_volume == "fast"  # no "local": the first by name
+    volumes = open_volumes(settings)
     assert isinstance(volumes["fast"], LocalVolume)
     assert isinstance(volumes["nfs"], SharedVolume)
     assert (tmp_path / "f" / ".jetyard" / "uploads").is_dir()
@@ -156,6 +158,7 @@ def test_volumes_are_configured_by_name_from_the_environment(
         {"volumes": {"bad name": {"backend": "local", "root": "/x"}}},
         {"volumes": {"v": {"backend": "zfs", "root": "/x"}}},
         {"volumes": {"v": {"backend": "shared", "mounts": {}}}},
+        {"volumes": {"v": {"backend": "local", "root": "/x"}}, "default_volume": "w"},
     ],
 )
 def test_bad_settings_are_refused_at_start(changes: dict[str, object]) -> None:

@@ -1,0 +1,52 @@
+"""Storage service entry point (``jetyard serve storage``): the control part and the data
+plane in one process and one event loop, run until ``stop`` is set.
+
+Reads the tenancy subjects, ``ev.vfolder.*``, ``ev.session.*`` and ``cmd.vfolder.*``; writes
+``ev.vfolder.*`` and ``out.<command id>`` (see ``control/service.py``); serves the data plane
+on ``JETYARD_STORAGE_HOST``:``PORT`` (see ``dataplane.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from events.bus import connect, ensure_streams
+from schemas.settings import NatsSettings
+from services.storage import dataplane
+from services.storage.control.service import StorageService
+from services.storage.settings import StorageSettings
+
+
+async def run(settings: StorageSettings, nats: NatsSettings, stop: asyncio.Event) -> None:
+    bus = await connect(nats, name="storage")
+    try:
+        await ensure_streams(bus)
+        service = StorageService(bus, settings)
+        await service.start()
+        try:
+            await _serve(service, settings, stop)
+        finally:
+            await service.stop()
+    finally:
+        await bus.close()
+
+
+async def _serve(service: StorageService, settings: StorageSettings, stop: asyncio.Event) -> None:
+    server = dataplane.server(settings, service.volumes, service.hooks())
+    serving = asyncio.create_task(server.serve(), name="storage:http")
+    try:
+        while not server.started:  # ready (the first look at ``stop``) only once listening
+            if serving.done():
+                serving.result()
+                raise RuntimeError(
+                    f"the data plane did not start on {settings.host}:{settings.port}"
+                )
+            await asyncio.sleep(0.05)
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
