@@ -211,7 +211,7 @@ class Projector:
         the new positions, in one transaction. ``after`` is where the batch starts; if a view
         is stored behind it the batch would leave a gap, so nothing is applied. Without
         ``after`` the caller vouches that there is no gap (e.g. a batch delivered again)."""
-        applied = 0
+        applied: set[int] = set()  # an event two views read is one event applied
         async with writing(self._engine) as conn:
             # Locking the position rows first serialises this with a rebuild's swap.
             held = await self._stored(conn, lock=True)
@@ -222,13 +222,13 @@ class Projector:
                 mine = [e for e in events if e.seq > seen and e.name in view.events]
                 if mine:
                     await view.apply_batch(conn, self._suffix, mine)
-                    applied += len(mine)
+                    applied.update(e.seq for e in mine)
                 if position > seen:
                     await write_position(conn, self.key(view), view.version, position)
         async with self._advanced:
             self._positions = {name: max(seq, position) for name, seq in held.items()}
             self._advanced.notify_all()
-        return applied
+        return len(applied)
 
     async def caught_up(self) -> bool:
         """Whether every view has read the log as far as it reaches now (for ``/healthz``)."""

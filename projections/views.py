@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from projections import agents, nodes, sessions
+from projections import agents, nodes, sessions, vfolders
 from projections.base import View
 
-VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW)
+VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW, vfolders.VIEW)

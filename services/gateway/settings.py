@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -25,4 +25,16 @@ class GatewaySettings(BaseSettings):
     rate_limit: int = Field(default=600, ge=1, description="requests a minute per keypair/user")
     anonymous_rate_limit: int = Field(
         default=30, ge=1, description="requests a minute per address without credentials"
+    )
+    storage_url: str = Field(
+        default="http://127.0.0.1:6021",
+        description="public base URL of the storage data plane (folder access tokens' URLs)",
+    )
+    storage_token_key: SecretStr | None = Field(
+        default=None,
+        description="key signing folder access tokens, the storage service's "
+        "JETYARD_STORAGE_TOKEN_KEY (unset: vfolderAccess is refused)",
+    )
+    storage_token_ttl_s: float = Field(
+        default=300.0, gt=0, le=86_400, description="how long a folder access token lives"
     )

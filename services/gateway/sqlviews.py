@@ -11,11 +11,13 @@ from projections.db import create_engine
 from projections.queries import NodeView, SessionPage, SessionView
 from projections.runner import create_tables
 from projections.settings import ProjectionSettings
+from services.gateway.vfolder_views import FolderViews, SqlFolderViews
 
 
 class SqlViews:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        self.folders: FolderViews = SqlFolderViews(engine)
 
     @classmethod
     async def open(cls, settings: ProjectionSettings, bus: Bus) -> SqlViews:

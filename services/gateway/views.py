@@ -7,9 +7,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from projections.queries import NodeView, SessionPage, SessionView
+from services.gateway.vfolder_views import FolderViews
 
 
 class Views(Protocol):
+    folders: FolderViews
+    """The vfolders view (``services.gateway.vfolder_views``)."""
+
     async def sessions(
         self,
         *,
