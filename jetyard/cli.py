@@ -1,5 +1,6 @@
-"""The ``jetyard`` command line: stream set-up, an embedded dev server, audit replay, and the
-AsyncAPI document of the bus."""
+"""The ``jetyard`` command line: stream set-up, an embedded dev server, audit replay, the
+AsyncAPI document of the bus, and users' virtual folders (``jetyard vfolder``,
+``jetyard/vfolder_cli.py``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from events.quarantine import Quarantine
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
+from jetyard import vfolder_cli
 from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirBusyError, default_data_dir
 from jetyard.serve import SERVICES, serve
@@ -202,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--check", metavar="PATH", help="exit 1, naming what differs, unless this file matches"
     )
+    vfolder_cli.add_parser(sub)
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
     nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
     nats.add_argument("--port", type=int, default=4222)
@@ -224,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.service)
         if args.command == "asyncapi":
             return _asyncapi(args)
+        if args.command == "vfolder":
+            return vfolder_cli.run(args)
         if args.command == "nats":
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

@@ -3,17 +3,25 @@ GraphQL endpoint. Talks HTTP only; reads and writes no subject.
 
     async with Client("http://127.0.0.1:8080", access_key, secret_key) as jy:
         data = await jy.graphql("{ sessions { id status } }")
+        folder = await jy.folders.create("data")
+        await jy.folders.upload("data", "train.csv")
+
+Virtual folders (``jy.folders``) are in ``jetyard.sdk_folders``; their bytes move between
+this machine and the storage data plane in ``jetyard.sdk_transfer``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from schemas.signing import signed_headers
+
+if TYPE_CHECKING:
+    from jetyard.sdk_folders import Folders
 
 
 def _now() -> datetime:
@@ -65,12 +73,21 @@ class JetyardAuth(httpx.Auth):
 
 
 class JetyardError(RuntimeError):
-    """The gateway refused or failed a call; the message carries its explanation."""
+    """The gateway or the storage data plane refused or failed a call; the message carries the
+    server's explanation, ``code`` its machine-readable code where it gave one (a GraphQL
+    error's ``extensions.code``, an outcome's code, or the data plane's ``error``)."""
 
-    def __init__(self, message: str, status: int | None = None, errors: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        errors: Any = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.errors = errors
+        self.code = code
 
 
 class Client:
@@ -92,6 +109,7 @@ class Client:
             timeout=timeout_s,
             transport=transport,
         )
+        self._folders: Folders | None = None
 
     async def __aenter__(self) -> Client:
         return self
@@ -100,7 +118,18 @@ class Client:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._folders is not None:
+            await self._folders.aclose()
         await self._http.aclose()
+
+    @property
+    def folders(self) -> Folders:
+        """Virtual folders: their GraphQL calls and their files (``jetyard.sdk_folders``)."""
+        from jetyard.sdk_folders import Folders
+
+        if self._folders is None:
+            self._folders = Folders(self)
+        return self._folders
 
     async def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The ``data`` of the answer; raises ``JetyardError`` on an HTTP or GraphQL error."""
@@ -120,9 +149,22 @@ class Client:
         answer = response.json()
         if answer.get("errors"):
             messages = "; ".join(str(e.get("message", e)) for e in answer["errors"])
-            raise JetyardError(messages, status=response.status_code, errors=answer["errors"])
+            raise JetyardError(
+                messages,
+                status=response.status_code,
+                errors=answer["errors"],
+                code=_first_code(answer["errors"]),
+            )
         data = answer.get("data")
         return data if isinstance(data, dict) else {}
+
+
+def _first_code(errors: Any) -> str | None:
+    for error in errors if isinstance(errors, list) else []:
+        extensions = error.get("extensions") if isinstance(error, dict) else None
+        if isinstance(extensions, dict) and isinstance(extensions.get("code"), str):
+            return str(extensions["code"])
+    return None
 
 
 def _explain(response: httpx.Response) -> str:
