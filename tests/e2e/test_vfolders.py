@@ -243,3 +243,34 @@ def test_a_mounted_folder_is_not_purged_and_the_quota_holds(
     (tmp_path / "fits.bin").write_bytes(os.urandom(50 * 1024))
     me.ok("upload", "small", str(tmp_path / "fits.bin"), "-q")
     assert "big.bin" not in me.ok("files", "small")
+
+
+def test_links_a_session_plants_are_never_followed_out_of_the_folder(
+    jetyard_docker: Jetyard, tmp_path: Path
+) -> None:
+    """A session writes links to the host's files (absolute, relative, to the folder's
+    parent) and a FIFO into its folder: downloads refuse them one by one, the folder as a
+    whole comes back without them and without anything they point at."""
+    me = admin_of(jetyard_docker)
+    me.ok("create", "planted")
+    command = (
+        "set -e; cd /home/work/planted; echo honest > real.txt; "
+        "ln -s /etc/hostname leak; ln -s ../../.. up; ln -s real.txt alias; mkfifo pipe"
+    )
+    ended = me.finished(me.start_session(command, [{"folder": "planted"}], type="batch"))
+    assert (ended["session"]["status"], ended["session"]["exitCode"]) == ("TERMINATED", 0), ended
+
+    for path, local in (("leak", "leak"), ("alias", "alias"), ("up/etc/passwd", "passwd")):
+        refused = me.cli("download", "planted", path, str(tmp_path / local), "-q")
+        assert refused.returncode == 1, (path, refused.stdout, refused.stderr)
+        assert "link" in refused.stderr, (path, refused.stderr)
+        assert not (tmp_path / local).exists()
+    refused = me.cli("download", "planted", "pipe", str(tmp_path / "pipe"), "-q")
+    assert refused.returncode == 1 and not (tmp_path / "pipe").exists(), refused.stderr
+
+    me.ok("download", "planted", "", str(tmp_path / "whole"), "-q")
+    got = sorted(
+        p.relative_to(tmp_path / "whole").as_posix() for p in (tmp_path / "whole").rglob("*")
+    )
+    assert got == ["real.txt"], got
+    assert (tmp_path / "whole" / "real.txt").read_text() == "honest\n"
