@@ -48,6 +48,7 @@ class Agent(Aggregate):
         devices: tuple[DeviceInfo, ...]
         numa: tuple[NumaNode, ...] = ()  # a default: older snapshots have none
         images: tuple[str, ...]
+        volumes: tuple[str, ...] = ()  # a default: older snapshots have none
         running: dict[str, RunningKernel]
 
     def __init__(self) -> None:
@@ -58,6 +59,7 @@ class Agent(Aggregate):
         self.devices: tuple[DeviceInfo, ...] = ()
         self.numa: tuple[NumaNode, ...] = ()
         self.images: tuple[str, ...] = ()
+        self.volumes: tuple[str, ...] = ()
         # Kernel id -> its container: survives re-registration, because a restarted agent
         # re-attaches its containers and reports exits that happened while it was down.
         self.running: dict[str, RunningKernel] = {}
@@ -77,6 +79,7 @@ class Agent(Aggregate):
         numa: Iterable[NumaNode] = (),
         images: Iterable[str] = (),
         resource_group: str = "default",
+        volumes: Iterable[str] = (),
         now: datetime,
     ) -> Agent:
         """The first registration of this machine's agent."""
@@ -92,8 +95,9 @@ class Agent(Aggregate):
             capacity=capacity,
             devices=tuple(devices),
             numa=tuple(numa),
-            images=_image_set(images),
+            images=_name_set(images),
             resource_group=resource_group,
+            volumes=_name_set(volumes),
         )
 
     def reregister(
@@ -107,6 +111,7 @@ class Agent(Aggregate):
         numa: Iterable[NumaNode] = (),
         images: Iterable[str] = (),
         resource_group: str = "default",
+        volumes: Iterable[str] = (),
         now: datetime,
     ) -> bool:
         """A restarted agent registers again. Its epoch must grow: a stale incarnation (a
@@ -124,12 +129,13 @@ class Agent(Aggregate):
             capacity=capacity,
             devices=tuple(devices),
             numa=tuple(numa),
-            images=_image_set(images),
+            images=_name_set(images),
             resource_group=resource_group,
+            volumes=_name_set(volumes),
         )
 
     def change_images(self, images: Iterable[str], now: datetime) -> bool:
-        wanted = _image_set(images)
+        wanted = _name_set(images)
         if wanted == self.images:
             return False
         return self._trigger(self.ImagesChanged, now, images=wanted)
@@ -212,8 +218,10 @@ def _registered(agent: Agent, event: AgentRegistered) -> None:
     agent.devices = event.devices
     agent.numa = event.numa
     agent.images = event.images
+    agent.volumes = event.volumes
 
 
-def _image_set(images: Iterable[str]) -> tuple[str, ...]:
-    # Sorted and unique, so that "changed" means the set changed, not the listing order.
-    return tuple(sorted(set(images)))
+def _name_set(names: Iterable[str]) -> tuple[str, ...]:
+    # Sorted and unique (images, volumes), so that "changed" means the set changed, not the
+    # listing order.
+    return tuple(sorted(set(names)))

@@ -29,6 +29,10 @@ class AgentRegistered(Event):
     resource_group: str = "default"
     numa: tuple[NumaNode, ...] = ()
     """The machine's NUMA nodes and their CPUs (empty when not reported, and in older events)."""
+    volumes: tuple[str, ...] = ()
+    """The storage volumes mounted on the machine (``JETYARD_AGENT_VOLUMES``' names), sorted:
+    placement puts a session whose folders lie on a volume only where it is. Empty in older
+    events, and then the machine takes no session with folders."""
 
 
 @upcaster("AgentRegistered", from_version=1)

@@ -163,6 +163,7 @@ class NodeAgent:
             images=await self._backend.images(),
             now=self._clock(),
             resource_group=self.settings.resource_group,
+            volumes=tuple(self.settings.volumes),  # names only: where they are stays here
         )
         log.info(
             "agent %s (%s, %s backend) registered with epoch %d, capacity %s",

@@ -130,6 +130,7 @@ class AgentRecord:
         now: datetime,
         resource_group: str = "default",
         numa: Iterable[NumaNode] = (),
+        volumes: Iterable[str] = (),
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
 
@@ -140,7 +141,7 @@ class AgentRecord:
                     Agent.register(
                         self.ref.id, epoch=1, hostname=hostname, backend=backend,
                         capacity=capacity, devices=devices, numa=numa, images=images,
-                        resource_group=resource_group, now=now,
+                        resource_group=resource_group, volumes=volumes, now=now,
                     )
                 )  # fmt: skip
             else:
@@ -148,7 +149,7 @@ class AgentRecord:
                 agent.reregister(
                     epoch=known.epoch + 1, hostname=hostname, backend=backend,
                     capacity=capacity, devices=devices, numa=numa, images=images,
-                    resource_group=resource_group, now=now,
+                    resource_group=resource_group, volumes=volumes, now=now,
                 )  # fmt: skip
             changes.unit(_cause(), agent)
             return agent.epoch

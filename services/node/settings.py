@@ -55,7 +55,7 @@ class AgentSettings(BaseSettings):
     )
     resource_group: str = Field(
         default="default",
-        description="the group this node should join (not yet carried by AgentRegistered)",
+        description="the resource group this node joins (carried by AgentRegistered)",
     )
     data_dir: Path = Field(
         default_factory=_default_data_dir,
@@ -87,8 +87,9 @@ class AgentSettings(BaseSettings):
         default_factory=dict,
         description="where each storage volume's root is on this machine, as JSON "
         '(\'{"local": "/srv/jetyard/volumes/local"}\'): a kernel mounts a folder from '
-        "<root>/<folder's directory>; a folder on a volume not named here fails the kernel's "
-        "start",
+        "<root>/<folder's directory>; the names are registered, and placement sends a session "
+        "with folders only to nodes that have their volumes (a folder on a volume not named "
+        "here still fails the kernel's start)",
     )
     mps_pipe_dir: Path | None = Field(
         default=None,

@@ -2,31 +2,23 @@
 the storage service writes them, a session created through the scheduler's command consumer
 with mounts, its ``SessionRequested`` and every kernel's ``ResourcesAllocated`` carrying them,
 a real agent (simulated backend) bind-mounting them from its volume, and a kernel whose
-folder's volume the node lacks failing with a reason naming both."""
+folder's volume the node lacks failing there with a reason naming both (placement sends no
+session there: ``test_mount_placement.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from commands.bus import CommandBus
-from commands.repository import load, pending_write
-from commands.session import Session
-from commands.vfolder import VFolder
 from events.bus import Bus
-from events.envelope import Cause
 from events.store import EventStore
-from schemas.ids import new_id, node_id_for_host, session_id_for
-from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.ids import new_id, session_id_for
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType
-from schemas.tenancy import SessionOwner
-from schemas.vfolder import Mount, MountRequest, OwnerKind, Permission, folder_relpath
-from services.node.agent import NodeAgent
+from schemas.vfolder import Mount, MountRequest, Permission, folder_relpath
 from services.node.backend_simulated import SimulatedBackend
-from services.node.settings import AgentSettings
+from tests.integration.mount_support import agent_on, folder, seed
+from tests.integration.node_support import change_ledger, facts
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
@@ -37,59 +29,8 @@ from tests.integration.scheduler_support import (
     session_in,
     slots,
 )
+from tests.support import NOW
 from tests.tenancy_support import UNLIMITED_KEYPAIR, make_tenancy
-
-STORAGE = Actor.service("storage")
-
-
-async def seed(store: EventStore, folder: VFolder) -> None:
-    """Store what the folder decided, as the storage service would."""
-    cause = Cause(
-        causation_id=new_id(), correlation_id=new_id(), actor=STORAGE, tenant=SYSTEM_TENANT
-    )
-    last = (await load(store, VFolder, folder.id)).last_seq
-    write = pending_write((folder, last), cause)
-    assert write is not None
-    await store.append(write)
-
-
-async def folder(
-    store: EventStore, owner: SessionOwner, name: str, *, volume: str = "local", **kw: str
-) -> VFolder:
-    made = VFolder.create(
-        new_id(), name, OwnerKind(kw.get("kind", "user")), kw.get("owner_id", owner.user_id),
-        owner.domain, volume, now(),
-    )  # fmt: skip
-    await seed(store, made)
-    return made
-
-
-@asynccontextmanager
-async def agent_on(bus: Bus, image: str, volumes: dict[str, Path]) -> AsyncIterator[NodeAgent]:
-    settings = AgentSettings(
-        hostname=f"sim-{new_id()}",
-        backend="simulated",
-        simulated_images=(image,),
-        volumes=volumes,
-        cpu=8,
-        memory_bytes=32 << 30,
-    )
-    backend = SimulatedBackend(node_id_for_host(settings.hostname), [image])
-    agent = NodeAgent(bus, settings, backend)
-    stopping = asyncio.Event()
-    task = asyncio.create_task(agent.run(stopping))
-
-    async def registered() -> int:
-        if task.done():
-            task.result()
-        return agent.record.epoch
-
-    await eventually(registered)
-    try:
-        yield agent
-    finally:
-        stopping.set()
-        await task
 
 
 async def test_a_session_mounts_its_folders_on_every_kernel(
@@ -174,23 +115,34 @@ async def test_a_create_naming_a_folder_it_cannot_mount_is_refused(
         assert await history(store, AggregateType.SESSION, session_id_for(cmd.command_id)) == []
 
 
-async def test_a_folder_on_a_volume_the_node_lacks_fails_the_session(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler, tmp_path: Path
+async def test_a_folder_on_a_volume_the_node_lacks_fails_the_kernel(
+    bus: Bus, store: EventStore, image: str, tmp_path: Path
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    await folder(store, owner, "remote", volume="nfs")
+    # Placement sends no session there (test_mount_placement.py); the agent checks anyway, so
+    # an allocation written by hand (or a volume taken away since) fails with a reason.
+    kernel_id, remote = new_id(), Mount(
+        folder_id=new_id(), name="remote", volume="nfs", path="/home/work/remote",
+        read_only=False,
+    )  # fmt: skip
 
-    async with agent_on(bus, image, {"local": tmp_path}):
-        cmd = create(image, slots(), owner, mounts=(MountRequest(folder="remote"),))
-        outcome = await CommandBus(bus).execute(cmd, timeout=5)
-        assert outcome is not None and outcome.accepted, outcome
+    async with agent_on(bus, image, {"local": tmp_path}) as agent:
+        await change_ledger(
+            store, agent.node_id,
+            lambda node: node.allocate(
+                kernel_id, f"session-{kernel_id}", slots(cpu=1, mem=1), NOW, image=image,
+                command=("sleep", "60"), mounts=(remote,),
+            ),
+        )  # fmt: skip
 
-        failed: Session = await session_in(
-            store, session_id_for(cmd.command_id), SessionStatus.ERROR
-        )
+        async def failure() -> str | None:
+            for name, payload in await facts(store, agent.node_id):
+                if name == "KernelFailedToStart" and payload["kernel_id"] == kernel_id:
+                    return str(payload["reason"])
+            return None
 
-    assert failed.reason == (
-        "kernel failed to start: folder remote is on volume nfs, which this node does not "
-        "have (its volumes: local; JETYARD_AGENT_VOLUMES)"
+        reason = await eventually(failure)
+
+    assert reason == (
+        "folder remote is on volume nfs, which this node does not have (its volumes: local; "
+        "JETYARD_AGENT_VOLUMES)"
     )

@@ -149,8 +149,15 @@ class World:
         history = await self.store.read(AggregateRef(AggregateType.RESOURCE_GROUP, name))
         return ResourceGroup.rehydrate(e.envelope for e in history.events)
 
-    async def register(self, host: str = "gpu-1", capacity: ResourceSlots | None = None) -> str:
-        """An agent registers (again, with a newer epoch, if it did before); its node id."""
+    async def register(
+        self,
+        host: str = "gpu-1",
+        capacity: ResourceSlots | None = None,
+        *,
+        volumes: tuple[str, ...] = (),
+    ) -> str:
+        """An agent registers (again, with a newer epoch, if it did before), with these
+        storage volumes mounted; its node id."""
         agent_id, now = node_id_for_host(host), self.clock()
         capacity = capacity or slots(cpu=8, mem=32, gpu=1)
         devices = tuple(
@@ -161,12 +168,12 @@ class World:
         if agent is None:
             agent = self.agents[agent_id] = Agent.register(
                 agent_id, epoch=1, hostname=host, backend="simulated", capacity=capacity,
-                devices=devices, images=(IMAGE,), now=now,
+                devices=devices, images=(IMAGE,), volumes=volumes, now=now,
             )  # fmt: skip
         else:
             agent.reregister(
                 epoch=agent.epoch + 1, hostname=host, backend="simulated", capacity=capacity,
-                devices=devices, images=(IMAGE,), now=now,
+                devices=devices, images=(IMAGE,), volumes=volumes, now=now,
             )  # fmt: skip
         await self.record(Actor.service(f"agent-{host}"), agent)
         return agent_id

@@ -43,10 +43,11 @@ def node(
     images: tuple[str, ...] = (IMAGE,),
     available: bool = True,
     listed: bool = True,
+    volumes: tuple[str, ...] = (),
 ) -> NodeOffer:
     """``gpus`` devices (index 0..n-1); ``whole``: indices held whole; ``shared``: index ->
     hundredths held as shares; ``numa``: each device's NUMA node; ``listed`` False: the node
-    reports GPU capacity but no devices."""
+    reports GPU capacity but no devices; ``volumes``: the storage volumes mounted there."""
     whole, mig, shared = set(whole), set(mig), dict(shared or {})
     devices = tuple(
         DeviceState(
@@ -67,8 +68,9 @@ def node(
         gpu_hundredths=capacity.gpu_hundredths - used_gpu,
     )
     return NodeOffer(
-        node_id, node_id, capacity, free, frozenset(images), available, devices if listed else ()
-    )
+        node_id, node_id, capacity, free, frozenset(images), available,
+        devices if listed else (), frozenset(volumes),
+    )  # fmt: skip
 
 
 def ask(
@@ -84,7 +86,9 @@ def ask(
     order: int = 0,
     since: float = 0.0,
     mode: ClusterMode = ClusterMode.SINGLE_NODE,
+    volumes: tuple[str, ...] = (),
 ) -> SessionRequest:
+    """``volumes``: those its folders lie on."""
     return SessionRequest(
         session_id,
         image,
@@ -94,6 +98,7 @@ def ask(
         order=order,
         waiting_since=since,
         cluster_mode=mode,
+        volumes=frozenset(volumes),
     )
 
 
@@ -202,4 +207,5 @@ def check(
                 assert len(chosen) == 1
             offers = {n.node_id: n for n in nodes}
             assert all(request.image in offers[n].images for n in chosen)
+            assert all(request.volumes <= offers[n].volumes for n in chosen)
     return settle(nodes, requests, decisions)

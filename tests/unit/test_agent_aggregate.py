@@ -225,3 +225,37 @@ def test_a_registration_written_before_numa_loads_with_none() -> None:
     agent = Agent.rehydrate([old])
 
     assert agent is not None and agent.numa == ()
+
+
+# ---- storage volumes (added with a default: older registrations have none) ---------------
+
+
+def test_a_registration_carries_its_volumes_as_a_sorted_set_and_a_restart_replaces_them() -> None:
+    agent = Agent.register(
+        AID, epoch=1, hostname="gpu-01", backend="docker", capacity=CAPACITY, devices=[GPU],
+        volumes=["shared", "local", "shared"], now=T0,
+    )  # fmt: skip
+
+    assert then(agent) == [REGISTERED.model_copy(update={"volumes": ("local", "shared"),
+                                                         "images": ()})]  # fmt: skip
+    agent = given(Agent, AID, REGISTERED.model_copy(update={"volumes": ("local", "shared")}))
+    assert agent.volumes == ("local", "shared")
+
+    agent.reregister(
+        epoch=2, hostname="gpu-01", backend="docker", capacity=CAPACITY, devices=(GPU,),
+        volumes=("local",), now=NOW,
+    )  # fmt: skip
+
+    (again,) = then(agent)
+    assert isinstance(again, AgentRegistered) and again.volumes == ("local",)
+    assert list(agent.volumes) == ["local"]
+
+
+def test_a_registration_written_before_volumes_loads_with_none() -> None:
+    payload = REGISTERED.model_dump(mode="json")
+    del payload["volumes"]
+    old = envelope_of(AID, 1, REGISTERED, T0).model_copy(update={"payload": payload})
+
+    agent = Agent.rehydrate([old])
+
+    assert agent is not None and agent.volumes == ()

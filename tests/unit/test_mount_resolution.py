@@ -27,7 +27,7 @@ OTHER_USER = "other-user-0001"
 
 async def given(world: World, limits: KeypairPolicyLimits | None = None) -> SessionOwner:
     owner = await world.tenancy(limits)
-    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=2))
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=2), volumes=("local",))
     return owner
 
 
@@ -302,7 +302,7 @@ async def test_every_kernel_allocation_carries_the_mounts_and_a_requeue_keeps_th
     allocated = [e for _, e in world.stored(ResourcesAllocated) if e.session_id == session_id]
     assert len(allocated) == 2 and all(e.mounts == want for e in allocated)
     node_id = next(iter(world.state.sessions[session_id].session.placements.values()))
-    await world.register("gpu-2", slots(cpu=8, mem=32, gpu=2))
+    await world.register("gpu-2", slots(cpu=8, mem=32, gpu=2), volumes=("local",))
     await world.decide()
     mark = world.last_seq()
     world.state.gone[node_id] = None

@@ -18,23 +18,28 @@ def why(
     image: str,
     group: str,
     *,
+    volumes: frozenset[str] = frozenset(),
     guard: bool,
     held: NodeState | None = None,
     head: str = "",
 ) -> str:
     """``nodes``: the group's nodes (all of them, by rank) as this pass has left them;
+    ``volumes``: those the session's folders lie on (only nodes with them all count);
     ``held``: a node reserved for the starving session ``head``."""
     if not nodes:
         return reasons.no_nodes(group)
     available = [n for n in nodes if n.available]
     if not available:
         return reasons.all_unavailable(group)
+    if volumes:
+        missing = _volumes(available, volumes, group)
+        if missing:
+            return missing
+        available = [n for n in available if volumes <= n.volumes]
     usable = [n for n in available if image in n.images]
     if not usable:
-        return reasons.image_missing(image, group)
-    if held is not None and (
-        held.fits(need, image) or (need.fallback is not None and held.fits(need.fallback, image))
-    ):
+        return reasons.image_missing(image, group, volumes)
+    if held is not None and volumes <= held.volumes and _fits(held, need, image):
         return reasons.reserved_for(held.name, head)
     problems = [
         problem for problem in (_cpu(usable, need, group), _memory(usable, need, group)) if problem
@@ -45,6 +50,20 @@ def why(
     if problems:
         return "; ".join(problems)
     return reasons.never_together(group, need.slots)
+
+
+def _fits(node: NodeState, need: Need, image: str) -> bool:
+    return node.fits(need, image) or (need.fallback is not None and node.fits(need.fallback, image))
+
+
+def _volumes(nodes: Sequence[NodeState], volumes: frozenset[str], group: str) -> str | None:
+    """Why no available node has every volume the session's folders lie on, or None."""
+    for volume in sorted(volumes):
+        if not any(volume in n.volumes for n in nodes):
+            return reasons.volume_missing(volume, group)
+    if not any(volumes <= n.volumes for n in nodes):
+        return reasons.volumes_apart(sorted(volumes), group)
+    return None
 
 
 def _largest(nodes: Sequence[NodeState], of: Callable[[NodeState], int]) -> NodeState:

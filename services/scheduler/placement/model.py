@@ -39,6 +39,8 @@ class NodeOffer:
     devices: tuple[DeviceState, ...] = ()
     """Its GPUs. A node with GPU capacity but no devices listed takes no GPU request (the
     allocation must name devices)."""
+    volumes: frozenset[str] = frozenset()
+    """The storage volumes mounted there: only sessions whose folders lie on them come here."""
 
     @property
     def name(self) -> str:
@@ -64,6 +66,8 @@ class SessionRequest:
     waiting_since: float = 0.0
     """Seconds, on the clock of ``Placer.place``'s ``now``."""
     cluster_mode: ClusterMode = ClusterMode.SINGLE_NODE
+    volumes: frozenset[str] = frozenset()
+    """The volumes its folders lie on: every kernel goes to a node that has them all."""
 
 
 @dataclass(frozen=True, slots=True)

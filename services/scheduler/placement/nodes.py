@@ -86,14 +86,29 @@ class NodeState:
     """Free cpu and memory, the devices, and the index keys: ``w`` free whole devices and
     ``r`` the largest room for shares on one device."""
 
-    __slots__ = ("available", "cpu", "devs", "images", "mem", "name", "offer", "r", "rank", "w")
+    __slots__ = (
+        "available",
+        "cpu",
+        "devs",
+        "images",
+        "mem",
+        "name",
+        "offer",
+        "r",
+        "rank",
+        "volumes",
+        "w",
+    )
 
     def __init__(self, offer: NodeOffer, rank: int, *, idle: bool = False) -> None:
         self.offer = offer
         self.name = offer.name
         self.rank = rank
         self.available = offer.available
+        # What it can run: its images, and keys for sessions with folders on volumes it has
+        # (``pool.Pool.want`` adds them), so ``fits`` tests both with one lookup.
         self.images = offer.images
+        self.volumes = offer.volumes
         free = offer.capacity if idle else offer.free
         self.cpu = free.cpu_milli
         self.mem = free.memory_bytes

@@ -4,6 +4,12 @@ failure, and finds the node to reserve for a starving head. Pure.
 
 Free capacity only shrinks within a pass, so a request shape that failed fails again: its
 reason is kept and the search is skipped.
+
+A session whose folders lie on volumes may only go where they all are. Rather than test the
+volumes on every node tried (a cost every session would pay), its image is replaced by a key
+naming the image and the volumes, added to the images of the nodes that have both (once per
+pass and key, ``want``): the fit test stays one set lookup, and sessions without folders pay
+nothing.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class Pool:
         if cursor is not None:
             self.cursor = sum(1 for o in ordered if o.node_id <= cursor) - 1
         self._needs: dict[Shape, Need] = {}
+        self._wants: dict[tuple[str, frozenset[str]], str] = {}
         self._failed: dict[tuple[str, bool, Shape], str] = {}
         self._idle_fit: dict[tuple[str, bool, Shape], bool] = {}
         self._idle_nodes: dict[int, NodeState] = {}
@@ -82,26 +89,44 @@ class Pool:
                 total[2] += node.offer.capacity.gpu_hundredths
         return ResourceSlots(cpu_milli=total[0], memory_bytes=total[1], gpu_hundredths=total[2])
 
+    def want(self, request: SessionRequest) -> str:
+        """What a node must have for ``request``, as ``NodeState.fits`` tests it: the image,
+        or for a session with folders the key of its image and volumes (see the module)."""
+        if not request.volumes:
+            return request.image
+        wanted = (request.image, request.volumes)
+        key = self._wants.get(wanted)
+        if key is None:
+            key = self._wants[wanted] = "\0".join((request.image, *sorted(request.volumes)))
+            for node in self.nodes:
+                if request.image in node.images and request.volumes <= node.volumes:
+                    node.images = node.images | {key}
+        return key
+
     def cursor_id(self) -> str | None:
         return self.nodes[self.cursor].offer.node_id if self.cursor >= 0 else None
 
     def decide(self, request: SessionRequest) -> Placed | str:
         shape = _shape(request)
         multi = multi_node(request)
-        key = (request.image, multi, shape)
+        image = self.want(request) if request.volumes else request.image
+        key = (image, multi, shape)
         known = self._failed.get(key)
         if known is not None:
             return known
-        result = self._multi(request, shape) if multi else self._single(request, shape)
+        if multi:
+            result = self._multi(request, image, shape)
+        else:
+            result = self._single(request, image, shape)
         if isinstance(result, str):
             self._failed[key] = result
         return result
 
-    def _single(self, request: SessionRequest, shape: Shape) -> Placed | str:
+    def _single(self, request: SessionRequest, image: str, shape: Shape) -> Placed | str:
         need = self.need(shape)
-        chosen = self._choose(need, request.image)
+        chosen = self._choose(need, image)
         if chosen is None:
-            reason = self._why(need, request.image)
+            reason = self._why(need, request)
             return reasons.together(len(shape), reason) if len(shape) > 1 else reason
         node, used = chosen
         takes = self._take(node, used)
@@ -113,15 +138,15 @@ class Pool:
             },
         )
 
-    def _multi(self, request: SessionRequest, shape: Shape) -> Placed | str:
+    def _multi(self, request: SessionRequest, image: str, shape: Shape) -> Placed | str:
         cursor = self.cursor
         held: list[tuple[NodeState, Need, list[Take]]] = []
         placed: dict[str, KernelPlacement] = {}
         for i, kernel in enumerate(request.kernels):
             need = self.need(shape[i : i + 1])
-            chosen = self._choose(need, request.image)
+            chosen = self._choose(need, image)
             if chosen is None:
-                reason = reasons.kernel_of(i, len(shape), self._why(need, request.image))
+                reason = reasons.kernel_of(i, len(shape), self._why(need, request))
                 for node, used, takes in reversed(held):  # all or none: give back
                     self.index.remove(node)
                     node.give_back(used, takes)
@@ -151,10 +176,11 @@ class Pool:
         assert takes is not None, "the index chose a node that does not fit"
         return takes
 
-    def _why(self, need: Need, image: str) -> str:
+    def _why(self, need: Need, request: SessionRequest) -> str:
         return why(
-            self.nodes, need, image, self.group, guard=self.guard, held=self.held, head=self.head
-        )
+            self.nodes, need, request.image, self.group, volumes=request.volumes,
+            guard=self.guard, held=self.held, head=self.head,
+        )  # fmt: skip
 
     # ---- the head of the queue ---------------------------------------------------------------
 
@@ -163,6 +189,7 @@ class Pool:
         idle = self._idle_nodes.get(node.rank)
         if idle is None:
             idle = self._idle_nodes[node.rank] = NodeState(node.offer, node.rank, idle=True)
+        idle.images = node.images  # with the keys ``want`` added since
         return idle
 
     def _fits_idle_node(self, node: NodeState, need: Need, image: str) -> bool:
@@ -180,12 +207,13 @@ class Pool:
         """Whether it would fit an idle available node (each kernel, for multi-node)."""
         shape = _shape(request)
         multi = multi_node(request)
-        key = (request.image, multi, shape)
+        image = self.want(request)
+        key = (image, multi, shape)
         known = self._idle_fit.get(key)
         if known is None:
             parts = [shape[i : i + 1] for i in range(len(shape))] if multi else [shape]
             known = all(
-                any(self._fits_idle_node(n, self.need(part), request.image) for n in self.nodes)
+                any(self._fits_idle_node(n, self.need(part), image) for n in self.nodes)
                 for part in parts
             )
             self._idle_fit[key] = known
@@ -195,8 +223,8 @@ class Pool:
         """Hold the node closest to fitting ``request`` (single-node) for the rest of the pass:
         the one it held before if it still could fit there, else the one missing the least
         GPU, then cpu, then memory."""
-        need = self.need(_shape(request))
-        candidates = [n for n in self.nodes if self._fits_idle_node(n, need, request.image)]
+        need, image = self.need(_shape(request)), self.want(request)
+        candidates = [n for n in self.nodes if self._fits_idle_node(n, need, image)]
         chosen = None
         if before is not None and before[0] == request.session_id:
             chosen = next((n for n in candidates if n.offer.node_id == before[1]), None)

@@ -6,7 +6,8 @@ The rules (docs/scheduling.md, "Preemption"):
 - only inside one resource group, and only where the group allows it (off by default);
 - only sessions of strictly lower priority, and of the same domain unless the group allows
   crossing domains;
-- only for a session that runs on one node (a multi-node session waits as before);
+- only for a session that runs on one node (a multi-node session waits as before), and only
+  on a node that has its image and the volumes of its folders;
 - the fewest victims first, then the youngest (those that have run the shortest), all on one
   node;
 - only when stopping them is enough: their cpu, memory and devices are freed on a copy of the
@@ -103,6 +104,8 @@ def choose_victims(
     for offer in offers:
         if not offer.available or request.image not in offer.images:
             continue
+        if not request.volumes <= offer.volumes:
+            continue  # its folders cannot be mounted there, whoever stops
         leaving = [r for r in releasing if _on(r, offer)]
         if _fits(offer, leaving, need, request.image):
             return None  # room without stopping anyone: placement's business, not ours

@@ -67,8 +67,29 @@ def all_unavailable(group: str) -> str:
     return f"every node {where(group)} is cordoned or lost"
 
 
-def image_missing(image: str, group: str) -> str:
-    return f"image {image} is on no available node {where(group)}"
+def image_missing(image: str, group: str, volumes: frozenset[str] = frozenset()) -> str:
+    """``volumes``: those of the session's folders; only the nodes with them all count."""
+    if not volumes:
+        return f"image {image} is on no available node {where(group)}"
+    return (
+        f"image {image} is on no available node {where(group)} "
+        f"with volume{'s' if len(volumes) > 1 else ''} {_and(sorted(volumes))}"
+    )
+
+
+def volume_missing(volume: str, group: str) -> str:
+    """A folder of the session lies on ``volume``, which no available node has mounted."""
+    return (
+        f"no available node {where(group)} has volume {volume} (the session mounts a folder on it)"
+    )
+
+
+def volumes_apart(volumes: list[str], group: str) -> str:
+    return f"no available node {where(group)} has volumes {_and(volumes)} together"
+
+
+def _and(names: list[str]) -> str:
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def no_device_list(group: str) -> str:

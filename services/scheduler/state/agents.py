@@ -1,5 +1,5 @@
 """Folds ``ev.agent.*`` into the scheduler state: what each agent reports (hardware, resource
-group, images), the agents whose node ledgers a pass must open or update, and kernel facts.
+group, images, volumes), the agents whose node ledgers a pass must open or update, and kernel facts.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
             source=envelope,
             devices=decoded.devices,
             numa=decoded.numa,
+            volumes=frozenset(decoded.volumes),
         )
         state.agents_to_check[agent_id] = None
     elif isinstance(decoded, AgentImagesChanged):

@@ -53,6 +53,8 @@ class AgentInfo:
     """The event that said this: node ledger changes made for the agent name it as cause."""
     devices: tuple[DeviceInfo, ...] = ()
     numa: tuple[NumaNode, ...] = ()
+    volumes: frozenset[str] = frozenset()
+    """The storage volumes mounted there: placement's match for sessions' folders."""
 
 
 @dataclass(frozen=True, slots=True)

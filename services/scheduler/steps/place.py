@@ -162,6 +162,7 @@ def offer_of(state: SchedulerState, node: Node) -> NodeOffer:
         images=agent.images if agent is not None else frozenset(),
         available=node.schedulable,
         devices=devices,
+        volumes=agent.volumes if agent is not None else frozenset(),
     )
 
 
@@ -182,6 +183,8 @@ def request_of(tracked: TrackedSession, now: datetime) -> SessionRequest:
         # Admitted in this very pass (not folded yet): it has waited for nothing so far.
         waiting_since=tracked.placeable_since or now.timestamp(),
         cluster_mode=spec.cluster_mode,
+        # Most sessions mount nothing: no set is built for them.
+        volumes=frozenset(m.volume for m in session.mounts) if session.mounts else frozenset(),
     )
 
 
