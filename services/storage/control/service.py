@@ -24,6 +24,7 @@ from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
 from commands.unit_of_work import Changes, UnitOfWork, answer
 from commands.vfolder import VFolder
+from commands.vfolders import CreateVFolder
 from events.bus import Bus
 from events.fold import Fold, Follower
 from events.store import EventStore
@@ -136,7 +137,16 @@ class StorageService:
         if isinstance(decision, Rejected) and decision.code in MAYBE_STALE:
             await self.sync()
             decision = await self._decide(cmd, ctx)
+        if isinstance(cmd, CreateVFolder) and not isinstance(decision, Rejected):
+            await self._made(cmd.folder_id)
         return decision
+
+    async def _made(self, folder_id: str) -> None:
+        """Make a new folder on disk before its create is answered, so a client that uploads
+        right after finds it (the background pass does it again, harmlessly)."""
+        folder = self.state.folders.get(folder_id)
+        if folder is not None and self._here(folder.volume, folder.id):
+            await to_thread.run_sync(_materialise_all, [(self.volumes[folder.volume], folder)])
 
     async def _decide(self, cmd: Command, ctx: HandlerContext) -> Decision:
         def decided(changes: Changes) -> Decision:
