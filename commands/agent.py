@@ -15,10 +15,12 @@ from events.domain.agent import (
     AgentRegistered,
     KernelExited,
     KernelFailedToStart,
+    KernelServicePortsReported,
     KernelStarted,
 )
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.resources import ResourceSlots
+from schemas.service_ports import ReportedPort
 from schemas.subjects import AggregateType
 
 
@@ -35,6 +37,8 @@ class RunningKernel(BaseModel):
 
     session_id: str
     container_id: str
+    ports_reported: bool = False
+    """Its service ports are on the log (a default: older snapshots predate them)."""
 
 
 class Agent(Aggregate):
@@ -145,7 +149,8 @@ class Agent(Aggregate):
     ) -> bool:
         """Report a running kernel; reporting it again (after a restart) changes nothing."""
         known = self.running.get(kernel_id)
-        if known == RunningKernel(session_id=session_id, container_id=container_id):
+        same = (session_id, container_id)
+        if known is not None and (known.session_id, known.container_id) == same:
             return False
         if known is not None:
             raise KernelConflictError(
@@ -155,6 +160,19 @@ class Agent(Aggregate):
         return self._trigger(
             self.Started, now, kernel_id=kernel_id, session_id=session_id, container_id=container_id
         )
+
+    def report_service_ports(
+        self, kernel_id: str, ports: Iterable[ReportedPort], now: datetime
+    ) -> bool:
+        """Report what became of a running kernel's apps, once: a kernel not running (it ended
+        while its ports were awaited) or already reported changes nothing."""
+        known = self.running.get(kernel_id)
+        if known is None or known.ports_reported:
+            return False
+        return self._trigger(
+            self.ServicePortsReported, now, kernel_id=kernel_id, session_id=known.session_id,
+            ports=tuple(ports),
+        )  # fmt: skip
 
     def kernel_failed_to_start(
         self, kernel_id: str, session_id: str, reason: str, now: datetime
@@ -201,6 +219,12 @@ class Agent(Aggregate):
             agent.running[self.kernel_id] = RunningKernel(
                 session_id=self.session_id, container_id=self.container_id
             )
+
+    class ServicePortsReported(KernelServicePortsReported, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            known = agent.running.get(self.kernel_id)
+            if known is not None:
+                agent.running[self.kernel_id] = known.model_copy(update={"ports_reported": True})
 
     class FailedToStart(KernelFailedToStart, Aggregate.Event):
         pass  # a fact for the scheduler; the agent's own state does not change

@@ -27,6 +27,7 @@ from events.domain.tenancy import (
     ResourceGroupReactivated,
 )
 from schemas.resources import ResourceSlots
+from schemas.service_ports import ServicePort, ServicePortError, check_service_ports
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
@@ -197,43 +198,53 @@ class Image(Aggregate):
         min_resources: ResourceSlots
         max_resources: SlotLimits
         forgotten: bool
+        service_ports: tuple[ServicePort, ...] = ()  # a default: older snapshots have none
 
     def __init__(self) -> None:
         self.name = ""
         self.min_resources = ResourceSlots()
         self.max_resources = SlotLimits()
         self.forgotten = False
+        self.service_ports: tuple[ServicePort, ...] = ()
 
     @classmethod
     def register(
-        cls, name: str, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
-    ) -> Image:
+        cls, name: str, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime,
+        service_ports: Iterable[ServicePort] = (),
+    ) -> Image:  # fmt: skip
         return cls._create(
             cls.Registered, id=image_id_for(name), timestamp=now, name=name,
             min_resources=min_resources, max_resources=max_resources,
+            service_ports=_apps(service_ports),
         )  # fmt: skip
 
     def register_again(
-        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
-    ) -> bool:
+        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime,
+        service_ports: Iterable[ServicePort] = (),
+    ) -> bool:  # fmt: skip
         """A forgotten image comes back; one still registered is left as it is."""
         if not self.forgotten:
             return False
         return self._trigger(
             self.Reregistered, now, name=self.name, min_resources=min_resources,
-            max_resources=max_resources,
+            max_resources=max_resources, service_ports=_apps(service_ports),
         )  # fmt: skip
 
     def modify(
-        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime
-    ) -> bool:
+        self, min_resources: ResourceSlots, max_resources: SlotLimits, now: datetime,
+        service_ports: Iterable[ServicePort] | None = None,
+    ) -> bool:  # fmt: skip
+        """Change its settings; ``service_ports`` None keeps the apps it has."""
         if self.forgotten:
             raise ImageForgottenError(f"image {self.name} is forgotten: register it again first")
-        if (min_resources, max_resources) == (self.min_resources, self.max_resources):
+        apps = self.service_ports if service_ports is None else _apps(service_ports)
+        wanted = (min_resources, max_resources, apps)
+        if wanted == (self.min_resources, self.max_resources, self.service_ports):
             return False
         return self._trigger(
-            self.Modified, now, min_resources=min_resources, max_resources=max_resources
-        )
+            self.Modified, now, min_resources=min_resources, max_resources=max_resources,
+            service_ports=apps,
+        )  # fmt: skip
 
     def forget(self, reason: str, now: datetime) -> bool:
         return not self.forgotten and self._trigger(self.Forgotten, now, reason=reason)
@@ -252,6 +263,7 @@ class Image(Aggregate):
         def apply(self, image: Image) -> None:
             image.min_resources = self.min_resources
             image.max_resources = self.max_resources
+            image.service_ports = self.service_ports
 
     class Forgotten(ImageForgotten, Aggregate.Event):
         def apply(self, image: Image) -> None:
@@ -262,4 +274,12 @@ def _registered(image: Image, event: ImageRegistered) -> None:
     image.name = event.name
     image.min_resources = event.min_resources
     image.max_resources = event.max_resources
+    image.service_ports = event.service_ports
     image.forgotten = False
+
+
+def _apps(ports: Iterable[ServicePort]) -> tuple[ServicePort, ...]:
+    try:
+        return check_service_ports(ports)
+    except ServicePortError as exc:
+        raise InvalidSettingsError(str(exc)) from None

@@ -4,7 +4,7 @@ are in ``events.declarations``).
 
 Reads: the server's INFO (version) and, in production, its ``/varz`` (sync policy).
 Writes: stream and bucket configurations (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``,
-``JY_PARKED``, ``JY_ACCESS``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``,
+``JY_PARKED``, ``JY_ACCESS``, ``JY_OUTPUT``, ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``,
 ``jy-queues`` and the credential buckets ``jy-secrets``, ``jy-people``, ``jy-credentials``,
 ``jy-nonces``, ``jy-logins``).
 """

@@ -1,8 +1,8 @@
 """What every stream and bucket is declared with: the one place that owns their settings
-(``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``, ``JY_PARKED``, ``JY_ACCESS``, ``jy-heartbeats``,
-``jy-leases``, ``jy-snapshots``, ``jy-queues``, ``jy-secrets``, ``jy-people``,
-``jy-credentials``, ``jy-nonces``, ``jy-logins``). Pure: configurations from the settings;
-``events.bus.ensure_streams`` applies them."""
+(``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``, ``JY_PARKED``, ``JY_ACCESS``, ``JY_OUTPUT``,
+``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``, ``jy-queues``, ``jy-secrets``,
+``jy-people``, ``jy-credentials``, ``jy-nonces``, ``jy-logins``). Pure: configurations from
+the settings; ``events.bus.ensure_streams`` applies them."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from schemas.subjects import (
     NONCES_BUCKET,
     OUTCOMES_PREFIX,
     OUTCOMES_STREAM,
+    OUTPUT_PREFIX,
+    OUTPUT_STREAM,
     PARKED_PREFIX,
     PARKED_STREAM,
     PEOPLE_BUCKET,
@@ -36,6 +38,10 @@ from schemas.subjects import (
 PARKED_MAX_AGE_S = 30 * 86_400.0
 MAX_EVENT_CONSUMERS = 100_000
 QUEUE_VALUE_MAX_BYTES = 768 * 1024
+OUTPUT_BATCH_BYTES = 64 * 1024
+"""Lines per ``JY_OUTPUT`` message, at most (``services.node.output`` batches up to it)."""
+OUTPUT_LINE_BYTES = 16 * 1024
+"""A longer line is cut (Docker splits its log lines at 16 KiB too)."""
 """A queue value holds up to 10,000 session ids (``events.queues``): 670,000 bytes at most."""
 
 
@@ -130,6 +136,27 @@ def access_stream_config(settings: NatsSettings) -> api.StreamConfig:
     )
 
 
+def output_stream_config(settings: NatsSettings) -> api.StreamConfig:
+    # Not history: a kernel's output is kept whole in ``jy-logs`` once it ends. Here only the
+    # last messages of each kernel (its subject) stay, so a chatty kernel costs a bounded
+    # amount and readers see the tail; they notice the dropped head from the line numbers.
+    return api.StreamConfig(
+        name=OUTPUT_STREAM,
+        description="Jetyard live kernel output: the last messages of each kernel",
+        subjects=[f"{OUTPUT_PREFIX}.>"],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        max_age=settings.output_max_age_s,
+        max_bytes=settings.output_max_bytes,
+        max_msgs_per_subject=settings.output_messages_per_kernel,
+        max_msg_size=OUTPUT_BATCH_BYTES + OUTPUT_LINE_BYTES + 1024,
+        discard=api.DiscardPolicy.OLD,
+        num_replicas=settings.replicas,
+        duplicate_window=min(settings.duplicate_window_s, settings.output_max_age_s),
+        allow_direct=True,  # an agent resumes from its kernel's last message
+    )
+
+
 def stream_configs(settings: NatsSettings) -> tuple[api.StreamConfig, ...]:
     """Every stream, in the order they are declared."""
     return (
@@ -138,6 +165,7 @@ def stream_configs(settings: NatsSettings) -> tuple[api.StreamConfig, ...]:
         outcomes_stream_config(settings),
         parked_stream_config(settings),
         access_stream_config(settings),
+        output_stream_config(settings),
     )
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from projections.db import UTCDateTime
+from schemas.service_ports import ReportedPort
 from schemas.session import SessionStatus
 from schemas.vfolder import Mount
 
@@ -62,6 +63,8 @@ def tables(suffix: str = "") -> SessionTables:
         Column("cluster_mode", String(16), nullable=False),
         Column("kernel_count", Integer, nullable=False),
         Column("mounts", JSON, nullable=False),  # [{folder_id, name, volume, path, read_only}]
+        # [{kernel_id, name, protocol, port, address, state, public}], as its agents reported
+        Column("service_ports", JSON, nullable=False),
         Column("project", String(64)),  # the envelope's tenant project
         Column("owner_kind", String(16), nullable=False),  # who asked: the envelope's actor
         Column("owner_id", String(128), nullable=False),
@@ -91,6 +94,12 @@ def tables(suffix: str = "") -> SessionTables:
         Column("at", UTCDateTime, nullable=False),
     )
     return SessionTables(md, sessions, history)
+
+
+class KernelPort(ReportedPort):
+    """One app of one of the session's kernels."""
+
+    kernel_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,9 @@ class SessionRecord:
     kernel_count: int
     mounts: tuple[Mount, ...]
     """The folders it mounts (``SessionRequested.mounts``)."""
+    service_ports: tuple[KernelPort, ...]
+    """Its kernels' apps as their agents found them (``KernelServicePortsReported``), in
+    kernel order."""
     project: str | None
     owner_kind: str
     owner_id: str
@@ -159,6 +171,7 @@ def to_row(record: SessionRecord) -> dict[str, Any]:
     row = {name: getattr(record, name) for name in _COLUMNS}
     row["status"] = record.status.value
     row["mounts"] = [m.model_dump(mode="json") for m in record.mounts]
+    row["service_ports"] = [p.model_dump(mode="json") for p in record.service_ports]
     for name in _LISTS:
         row[name] = None if row[name] is None else list(row[name])
     return row
@@ -168,6 +181,7 @@ def from_row(row: Any) -> SessionRecord:
     values = {name: getattr(row, name) for name in _COLUMNS}
     values["status"] = SessionStatus(row.status)
     values["mounts"] = tuple(Mount.model_validate(m) for m in row.mounts)
+    values["service_ports"] = tuple(KernelPort.model_validate(p) for p in row.service_ports)
     for name in _LISTS:
         values[name] = None if values[name] is None else tuple(values[name])
     return SessionRecord(**values)

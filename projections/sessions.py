@@ -10,7 +10,9 @@ scopes authorisation and quotas use; sessions from before tenancy have none (NUL
 superadmin's unfiltered listing shows them. Batch and cluster columns (dependencies, start time,
 timeout, cluster mode, kernel count) come from the spec, its mounts from ``SessionRequested``
 (as the scheduler resolved them); ``result`` follows status and exit code
-(``schemas.session.result_of``). Per-kernel events (``SessionKernel*``) are not read here.
+(``schemas.session.result_of``). Per-kernel events (``SessionKernel*``) are not read here, but
+the apps each kernel serves are: ``KernelServicePortsReported`` (from ``ev.agent.*``, keyed by
+its ``session_id``), for the kernels the session has now.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events.catalogue import CATALOGUE
+from events.domain.agent import KernelServicePortsReported
 from events.domain.session import (
     SessionAdmitted,
     SessionCancelled,
@@ -40,14 +43,22 @@ from events.domain.session import (
 from events.envelope import StoredEvent
 from projections.base import UNDECODABLE, View, skip_undecodable
 from projections.db import sync_rows
-from projections.session_tables import SessionRecord, StatusEntry, from_row, tables, to_row
+from projections.session_tables import (
+    KernelPort,
+    SessionRecord,
+    StatusEntry,
+    from_row,
+    tables,
+    to_row,
+)
 from schemas.session import SessionStatus, result_of
 
 NAME = "sessions"
-VERSION = 4
+VERSION = 5
 """v2: owner columns (access key, user, project, domain from the owner), priority, admitted.
 v3: batch and cluster columns (depends_on, starts_at, timeout_s, cluster_mode, kernel_count)
-and result. v4: mounts (the folders it mounts, from ``SessionRequested.mounts``)."""
+and result. v4: mounts (the folders it mounts, from ``SessionRequested.mounts``). v5:
+service_ports (its kernels' apps, from ``KernelServicePortsReported``)."""
 EVENTS = frozenset(
     cls.event_name
     for cls in (
@@ -63,6 +74,7 @@ EVENTS = frozenset(
         SessionRequeued,
         SessionCancelled,
         SessionFailed,
+        KernelServicePortsReported,
     )
 )
 
@@ -103,6 +115,7 @@ def apply(
             cluster_mode=spec.cluster_mode.value,
             kernel_count=len(spec.kernels),
             mounts=payload.mounts,
+            service_ports=(),
             project=env.tenant.project,
             owner_kind=env.actor.kind.value,
             owner_id=env.actor.id,
@@ -120,6 +133,8 @@ def apply(
         return row, _entry(row, event)
     if row is None:  # a change to a session this view never saw created: nothing to change
         return None, None
+    if isinstance(payload, KernelServicePortsReported):
+        return _ports(row, event, payload), None
     changes: dict[str, Any] = {}
     match payload:
         case SessionAdmitted(reason=reason):
@@ -145,7 +160,7 @@ def apply(
             changes["exit_code"] = exit_code
         case SessionRequeued(reason=reason, kernel_ids=kernel_ids):
             status = SessionStatus.PENDING  # its node was lost: placed again, new kernels
-            changes.update(kernel_ids=kernel_ids, node_ids=(), exit_code=None)
+            changes.update(kernel_ids=kernel_ids, node_ids=(), exit_code=None, service_ports=())
         case SessionCancelled(reason=reason):
             status = SessionStatus.CANCELLED
         case SessionFailed(reason=reason):
@@ -165,6 +180,27 @@ def apply(
     return row, _entry(row, event)
 
 
+def _ports(
+    row: SessionRecord, event: StoredEvent, reported: KernelServicePortsReported
+) -> SessionRecord:
+    """A kernel's apps replace what it reported before; a kernel the session no longer has
+    (placed again after its node was lost) changes nothing."""
+    if reported.kernel_id not in row.kernel_ids:
+        return row
+    ports = [p for p in row.service_ports if p.kernel_id != reported.kernel_id]
+    ports += [KernelPort(kernel_id=reported.kernel_id, **p.model_dump()) for p in reported.ports]
+    order = {k: i for i, k in enumerate(row.kernel_ids)}
+    ports.sort(key=lambda p: order[p.kernel_id])  # stable: each kernel's in its image's order
+    return replace(row, service_ports=tuple(ports), last_seq=event.seq)
+
+
+def _session_of(event: StoredEvent) -> str:
+    # Agent events are keyed by their agent; the session they concern is in the payload.
+    if event.envelope.name == KernelServicePortsReported.event_name:
+        return str(event.envelope.payload.get("session_id", ""))
+    return event.envelope.aggregate_id
+
+
 def _entry(row: SessionRecord, event: StoredEvent) -> StatusEntry:
     return StatusEntry(row.id, event.seq, row.status, row.status_reason, row.updated_at)
 
@@ -172,13 +208,13 @@ def _entry(row: SessionRecord, event: StoredEvent) -> StatusEntry:
 async def apply_batch(conn: AsyncConnection, suffix: str, events: Sequence[StoredEvent]) -> None:
     """Apply a batch: read the touched rows once, fold in memory, write the differences."""
     t = tables(suffix)
-    ids = list({e.envelope.aggregate_id for e in events})
+    ids = list({_session_of(e) for e in events})
     found = await conn.execute(select(t.sessions).where(t.sessions.c.id.in_(ids)))
     before = {row.id: from_row(row) for row in found}
     after = dict(before)
     entries: list[StatusEntry] = []
     for event in events:
-        sid = event.envelope.aggregate_id
+        sid = _session_of(event)
         try:
             record, entry = apply(after.get(sid), event)
         except UNDECODABLE as exc:

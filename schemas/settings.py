@@ -39,6 +39,18 @@ class NatsSettings(BaseSettings):
         default=300.0, gt=0, le=1800, description="how far a signed request's date may be off"
     )
     login_ttl_s: float = Field(default=12 * 3600.0, gt=0, description="how long a login lasts")
+    output_messages_per_kernel: int = Field(
+        default=512,
+        ge=2,
+        description="messages of live output kept per kernel in JY_OUTPUT (each at most 64 KiB "
+        "of lines): the oldest go first, so the tail is kept",
+    )
+    output_max_age_s: float = Field(
+        default=7 * 86_400.0, gt=0, description="how long live output stays in JY_OUTPUT"
+    )
+    output_max_bytes: int = Field(
+        default=8 << 30, gt=0, description="all kernels' live output together (oldest go first)"
+    )
 
 
 def input_limits(environ: Mapping[str, str] | None = None) -> InputLimits:

@@ -11,12 +11,14 @@ COMMANDS_STREAM = "JY_COMMANDS"
 OUTCOMES_STREAM = "JY_OUTCOMES"
 PARKED_STREAM = "JY_PARKED"
 ACCESS_STREAM = "JY_ACCESS"  # the access log: every request and command, by domain
+OUTPUT_STREAM = "JY_OUTPUT"  # running kernels' stdout/stderr, live, the tail of each kept
 
 EVENTS_PREFIX = "ev"
 COMMANDS_PREFIX = "cmd"
 OUTCOMES_PREFIX = "out"
 PARKED_PREFIX = "parked"
 ACCESS_PREFIX = "access"
+OUTPUT_PREFIX = "output"  # a token of its own: ``out.>`` (outcomes) does not match it
 
 HEARTBEATS_BUCKET = "jy-heartbeats"
 LEASES_BUCKET = "jy-leases"
@@ -33,6 +35,9 @@ RATELIMITS_BUCKET = "jy-ratelimits"  # request-rate token buckets shared by gate
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"
+OUTPUT_LINE_HEADER = "Jy-Output-Line"  # line number (0-based) of a message's first line
+OUTPUT_LINES_HEADER = "Jy-Output-Lines"  # how many lines the message holds
+OUTPUT_MARK_HEADER = "Jy-Output-Mark"  # "<engine ns>:<n>": where its last line was, to resume
 
 
 class AggregateType(StrEnum):
@@ -94,3 +99,16 @@ def access_subject(domain: str | None) -> str:
 
 def parked_subject(command_id: str) -> str:
     return f"{PARKED_PREFIX}.{check_token(command_id, 'command id')}"
+
+
+def output_subject(session_id: str, kernel_id: str) -> str:
+    """``output.<session id>.<kernel id>``: one kernel's output, in order."""
+    session = check_token(session_id, "session id")
+    return f"{OUTPUT_PREFIX}.{session}.{check_token(kernel_id, 'kernel id')}"
+
+
+def outputs_of(session_id: str, kernel_id: str | None = None) -> str:
+    """Filter subject for every kernel's output of a session, or for one kernel's."""
+    if kernel_id is not None:
+        return output_subject(session_id, kernel_id)
+    return f"{OUTPUT_PREFIX}.{check_token(session_id, 'session id')}.*"

@@ -17,3 +17,5 @@ Reason = Annotated[str, Field(max_length=512)]
 ImageName = Annotated[
     str, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 ]
+ImageLabels = Annotated[dict[str, Annotated[str, Field(max_length=4096)]], Field(max_length=64)]
+"""An image's labels as the engine shows them: read for its service ports, not stored."""

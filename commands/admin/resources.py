@@ -3,8 +3,13 @@ resource groups (``cmd.resource_group.*``) and images (``cmd.image.*``)."""
 
 from __future__ import annotations
 
+from typing import Self
+
+from pydantic import model_validator
+
 from commands.admin.fields import (
     Description,
+    ImageLabels,
     ImageName,
     Name,
     PendingTimeout,
@@ -14,6 +19,12 @@ from commands.admin.fields import (
 from commands.messages import Command
 from schemas.ids import Token
 from schemas.resources import ResourceSlots
+from schemas.service_ports import (
+    ServicePort,
+    ServicePortError,
+    check_service_ports,
+    service_ports_of,
+)
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
@@ -123,8 +134,29 @@ class ReactivateResourceGroup(Command):
 # ---- images -------------------------------------------------------------------------------
 
 
-class RegisterImage(Command):
-    """The image's id is ``image_id_for(name)``."""
+class _ImageApps(Command):
+    """``service_ports`` as given, or else parsed from ``labels`` (the image's labels, e.g. from
+    ``docker image inspect``: ``schemas.service_ports`` reads its two label formats). A bad
+    label refuses the command with the parser's message, naming the entry."""
+
+    labels: ImageLabels = {}
+    service_ports: tuple[ServicePort, ...] | None = None
+
+    @model_validator(mode="after")
+    def _ports_from_labels(self) -> Self:
+        try:
+            if self.service_ports is not None:
+                check_service_ports(self.service_ports)
+            elif self.labels:
+                # Frozen: set once here, while the command is being made.
+                object.__setattr__(self, "service_ports", service_ports_of(self.labels))
+        except ServicePortError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class RegisterImage(_ImageApps):
+    """The image's id is ``image_id_for(name)``. No ports and no labels: it serves no apps."""
 
     aggregate_type, verb = IM, "register"
     name: ImageName
@@ -132,7 +164,9 @@ class RegisterImage(Command):
     max_resources: SlotLimits = SlotLimits()
 
 
-class ModifyImage(Command):
+class ModifyImage(_ImageApps):
+    """No ports and no labels keep the apps it has; ``service_ports=[]`` removes them."""
+
     aggregate_type, verb = IM, "modify"
     name: ImageName
     min_resources: ResourceSlots

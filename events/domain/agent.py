@@ -7,6 +7,7 @@ from __future__ import annotations
 from events.catalogue import Event, Payload, event, upcaster
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.resources import ResourceSlots
+from schemas.service_ports import ReportedPort
 from schemas.subjects import AggregateType
 
 AGENT = AggregateType.AGENT
@@ -56,6 +57,17 @@ class KernelStarted(Event):
     kernel_id: str
     session_id: str
     container_id: str
+
+
+@event("KernelServicePortsReported", AGENT)
+class KernelServicePortsReported(Event):
+    """What became of a running kernel's apps (its image's service ports): each open, or
+    never opened within the agent's bound, with the address the app proxy reaches it at.
+    Written once per kernel, after its start, and only for images that declare apps."""
+
+    kernel_id: str
+    session_id: str
+    ports: tuple[ReportedPort, ...]
 
 
 @event("KernelFailedToStart", AGENT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from events.catalogue import Event, event
 from schemas.resources import ResourceSlots
+from schemas.service_ports import ServicePort
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
@@ -267,12 +268,16 @@ class ImageRegistered(Event):
     name: str
     min_resources: ResourceSlots = ResourceSlots()
     max_resources: SlotLimits = SlotLimits()
+    service_ports: tuple[ServicePort, ...] = ()
+    """The apps its containers serve (``schemas.service_ports``); none in older events."""
 
 
 @event("ImageModified", IMAGE)
 class ImageModified(Event):
     min_resources: ResourceSlots
     max_resources: SlotLimits
+    service_ports: tuple[ServicePort, ...] = ()
+    """The apps after the change (older events predate service ports: none)."""
 
 
 @event("ImageForgotten", IMAGE)

@@ -13,6 +13,7 @@ from services.gateway.account_schema import AccountMutation, AccountQuery
 from services.gateway.admin_schema import AdminMutation, AdminQuery
 from services.gateway.errors import ErrorCodes, JetyardSchema
 from services.gateway.limits import limits
+from services.gateway.output_subscription import OutputSubscription
 from services.gateway.session_mutations import SessionMutation
 from services.gateway.session_queries import SessionQuery
 from services.gateway.session_subscription import Subscription
@@ -29,6 +30,6 @@ Mutation = merge_types(
 schema = JetyardSchema(
     query=Query,
     mutation=Mutation,
-    subscription=Subscription,
+    subscription=merge_types("Subscription", (Subscription, OutputSubscription)),
     extensions=[*limits(), WebSocketRateLimit, ErrorCodes],
 )

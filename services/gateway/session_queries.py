@@ -1,6 +1,7 @@
 """The GraphQL session queries: sessions a page at a time, one session, its logs, the nodes,
 and a command's outcome. Every resolver authorises its caller. Reads the views (SQL), kernel
-logs and ``out.<command id>``; writes nothing."""
+logs (``jy-logs``, and ``output.<session id>.<kernel id>`` while a kernel runs) and
+``out.<command id>``; writes nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from commands.authorisation import can_act_on_session
 from schemas.ids import check_token
 from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, who
-from services.gateway.logs import read_logs
+from services.gateway.logs import kernel_logs
 from services.gateway.outcomes import command_answer
 from services.gateway.session_lookup import owner_of, visible_session
 from services.gateway.types import (
@@ -60,13 +61,16 @@ class SessionQuery:
         view = await visible_session(info, str(id))
         return None if view is None else Session.of(view)
 
-    @strawberry.field(description="A session's kernel output (stdout and stderr, interleaved).")
+    @strawberry.field(
+        description="A session's kernel output (stdout and stderr, interleaved): so far while "
+        "a kernel runs, all that was kept once it ended; null before any."
+    )
     async def session_logs(self, info: Info[Context, Any], id: strawberry.ID) -> str | None:
         ctx = ctx_of(info)
         view = await visible_session(info, str(id))
         if view is None or not can_act_on_session(who(info), owner_of(view.record)):
             return None
-        parts = [await read_logs(ctx.bus, kernel_id) for kernel_id in view.record.kernel_ids]
+        parts = [await kernel_logs(ctx.bus, view.record.id, k) for k in view.record.kernel_ids]
         found = [p for p in parts if p is not None]
         return "".join(found) if found else None
 

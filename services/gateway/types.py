@@ -16,7 +16,7 @@ from strawberry.types import Info
 
 from projections.nodes import DRAINING
 from projections.queries import NodeView, SessionView
-from projections.session_tables import StatusEntry
+from projections.session_tables import KernelPort, StatusEntry
 from services.gateway.context import Context
 
 
@@ -67,6 +67,26 @@ class SessionMount:
     name: str = strawberry.field(description="the folder's name when the session was created")
     path: str = strawberry.field(description="where it appears in the container")
     read_only: bool
+
+
+@strawberry.type
+class ServicePort:
+    kernel_id: str
+    name: str = strawberry.field(description="the app's name in its image's label")
+    protocol: str = strawberry.field(description="http | tcp | pty | preopen")
+    port: int = strawberry.field(description="its port in the container")
+    state: str = strawberry.field(
+        description="open | never-opened (still closed when the agent stopped waiting) | "
+        "not-probed (pty and preopen apps open on demand)"
+    )
+    public: bool = strawberry.field(description="opened without the owner's authentication")
+
+    @classmethod
+    def of(cls, port: KernelPort) -> ServicePort:
+        return cls(
+            kernel_id=port.kernel_id, name=port.name, protocol=port.protocol.value,
+            port=port.port, state=port.state.value, public=port.public,
+        )  # fmt: skip
 
 
 @strawberry.type
@@ -145,6 +165,10 @@ class Session:
         description="the virtual folders it mounts, as resolved when it was created (the "
         "folders asked for, then the dot-folders added)"
     )
+    service_ports: list[ServicePort] = strawberry.field(
+        description="its kernels' apps (its image's service ports), each once its kernel's "
+        "agent has waited for it; in kernel order"
+    )
     created_at: datetime
     updated_at: datetime
     all_history: strawberry.Private[list[StatusChange]]
@@ -188,6 +212,7 @@ class Session:
                 SessionMount(folder_id=m.folder_id, name=m.name, path=m.path, read_only=m.read_only)
                 for m in r.mounts
             ],
+            service_ports=[ServicePort.of(p) for p in r.service_ports],
             created_at=r.created_at,
             updated_at=r.updated_at,
             all_history=[StatusChange.of(h) for h in view.history],

@@ -1,9 +1,11 @@
 """The node agent: registers the machine, keeps its containers equal to its allocation ledger
-(level-triggered), reports kernel facts, refreshes its heartbeat, keeps kernel logs.
+(level-triggered), reports kernel facts, refreshes its heartbeat, publishes running kernels'
+output live and keeps it once they end.
 
 Reads ``ev.node.<node id>`` (its ledger, written by the scheduler) and ``ev.agent.<node id>``;
-writes ``ev.agent.<node id>`` (only here), key ``agent.<node id>`` in ``jy-heartbeats`` and
-objects in ``jy-logs``.
+writes ``ev.agent.<node id>`` (only here), key ``agent.<node id>`` in ``jy-heartbeats``,
+``output.<session id>.<kernel id>`` in ``JY_OUTPUT`` (``services.node.output``) and objects in
+``jy-logs``.
 
 A reconcile pass compares the ledger, the containers found by label and the facts already on
 the log, and acts on the difference (``services.node.plan``). Passes run at start, after every
@@ -39,6 +41,7 @@ from services.node.heartbeat import Heartbeat
 from services.node.ledger import Ledger
 from services.node.logs import LogArchive
 from services.node.mounts import host_mounts
+from services.node.output import OutputPublisher
 from services.node.plan import Plan, Report, plan
 from services.node.record import (
     AgentRecord,
@@ -48,6 +51,7 @@ from services.node.record import (
     ImagesNow,
     Started,
 )
+from services.node.service_ports import watch_service_ports
 from services.node.settings import AgentSettings
 
 log = logging.getLogger(__name__)
@@ -98,6 +102,7 @@ class NodeAgent:
         self._images_due = False
         self._reconnects = 0
         self._archive: LogArchive | None = None
+        self._output = OutputPublisher(bus, backend)
         self.capacity = Capacity(slots=ResourceSlots())
 
     @property
@@ -117,6 +122,7 @@ class NodeAgent:
                 asyncio.create_task(self._backend.watch(self._dirty.set)),
                 asyncio.create_task(heartbeat.run(lambda: self.record.epoch, self._tick)),
                 asyncio.create_task(self._resync()),
+                asyncio.create_task(watch_service_ports(self._backend, self.record, self.settings)),
             ]
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -126,6 +132,7 @@ class NodeAgent:
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+            await self._output.close()  # the next incarnation resumes where the log says
             await self._fold.close()
 
     async def start(self) -> Heartbeat:
@@ -219,11 +226,24 @@ class NodeAgent:
         if not todo.empty:
             log.debug("agent %s: pass over %d container(s): %s", self.node_id, len(found), todo)
         await self._act(todo)
+        for container in found:
+            if container.status == "running":
+                self._output.follow(container)
 
     async def _act(self, todo: Plan) -> None:
         facts: list[Fact] = list(await _each(self._start, todo.start))
         facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
+        for started in facts:
+            if isinstance(started, Started):
+                kernel, session = started.kernel_id, started.session_id
+                self._output.follow(Container(kernel, session, started.container_id, "running"))
         await _each(self._stop, todo.stop)
+        # Its last lines reach JY_OUTPUT before its exit is reported: a reader that sees the
+        # session end has seen all of its output.
+        await _each(
+            self._output.finish,
+            [e.container for e in todo.ended if e.keep_logs and e.container is not None],
+        )
         for ended in todo.ended:
             if ended.keep_logs and ended.container is not None:
                 assert self._archive is not None, "reconcile after start"

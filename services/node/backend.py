@@ -3,7 +3,7 @@ subjects: backends see only the machine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol
@@ -106,6 +106,16 @@ class Container:
     oom_killed: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class OutputLine:
+    """One line a kernel printed (stdout or stderr), without its newline."""
+
+    text: str
+    at_ns: int
+    """When the engine took it (ns since the epoch): never decreasing within a kernel, so a
+    follower resumes after a known line by asking from its time (``Backend.follow``)."""
+
+
 class StartFailedError(Exception):
     """A kernel cannot start here for a reason retrying will not fix (unknown image, refused
     configuration). The message is shown to the user, so it says what is wrong."""
@@ -148,6 +158,13 @@ class Backend(Protocol):
 
     async def logs(self, container_id: str, max_bytes: int) -> str:
         """Its stdout and stderr so far (the last ``max_bytes``)."""
+        ...
+
+    def follow(self, container_id: str, since_ns: int) -> AsyncGenerator[OutputLine, None]:
+        """Its output lines in order, from those taken at ``since_ns`` or later (earlier ones
+        may come too: the caller skips them), then each new one as it is printed; ends once
+        the container has exited and everything is delivered (at once for an exited or gone
+        one)."""
         ...
 
     async def remove(self, container_id: str) -> None:

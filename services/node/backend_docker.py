@@ -7,7 +7,8 @@ second create of the same kernel collides (409) instead of running it twice. Onl
 with both this agent's cluster and node labels are listed and watched: another installation's
 or another agent's on the same engine are never seen. Images are never pulled: a missing
 image fails the start. What a container is made with is ``services.node.docker_config`` (pure,
-tested on its own).
+tested on its own); a cluster session's network, made before its first kernel's container and
+removed after its last, is ``services.node.networks``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from pathlib import Path
 
 import aiodocker
@@ -31,6 +32,7 @@ from services.node.backend import (
     Container,
     ContainerStatus,
     KernelSpec,
+    OutputLine,
     StartFailedError,
     container_name,
     last_bytes,
@@ -38,6 +40,9 @@ from services.node.backend import (
 )
 from services.node.docker_config import container_config
 from services.node.mounts import check_host_mounts
+from services.node.networks import SessionNetworks
+from services.node.output_lines import stamped_lines
+from services.node.service_ports import tcp_open
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,7 @@ class DockerBackend:
         self.cluster_id = cluster_id
         self._stop_timeout_s = stop_timeout_s
         self._mps_pipe_dir = mps_pipe_dir
+        self.networks = SessionNetworks(docker, node_id, cluster_id)
 
     @classmethod
     async def connect(
@@ -154,7 +160,8 @@ class DockerBackend:
                 stop_timeout_s=self._stop_timeout_s,
                 mps_pipe_dir=self._mps_pipe_dir,
             )
-            container = await self._docker.containers.create(config, name=name)
+            async with self.networks.joined(spec):  # a cluster kernel's session network
+                container = await self._docker.containers.create(config, name=name)
         except aiodocker.DockerError as exc:
             if exc.status == 409:  # made before: by an earlier pass, or an agent that died
                 container = await self._docker.containers.get(name)
@@ -187,6 +194,34 @@ class DockerBackend:
             if exc.status not in (304, 404):  # already stopped, already gone
                 raise
 
+    # ---- service ports (``services.node.service_ports``) ----------------------------------
+
+    async def image_labels(self, container_id: str) -> Mapping[str, str]:
+        try:
+            container = await self._docker.containers.get(container_id)
+            image = await self._docker.images.inspect(str(container["Image"]))
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise
+            return {}
+        return dict(image.get("Config", {}).get("Labels") or {})
+
+    async def address_of(self, container_id: str) -> str | None:
+        """The container's IP on its network (its session's, else Docker's default bridge)."""
+        try:
+            container = await self._docker.containers.get(container_id)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise
+            return None
+        networks = container["NetworkSettings"].get("Networks") or {}
+        mode = container["HostConfig"].get("NetworkMode", "")
+        chosen: dict[str, str] = networks.get(mode) or next(iter(networks.values()), {})
+        return chosen.get("IPAddress") or None
+
+    async def port_open(self, host: str, port: int) -> bool:
+        return await tcp_open(host, port)
+
     async def logs(self, container_id: str, max_bytes: int) -> str:
         try:
             lines = await self._container(container_id).log(stdout=True, stderr=True)
@@ -196,12 +231,27 @@ class DockerBackend:
             raise
         return last_bytes("".join(lines), max_bytes)
 
+    async def follow(self, container_id: str, since_ns: int) -> AsyncGenerator[OutputLine, None]:
+        # The engine reads "<seconds>.<nanoseconds>" and returns lines taken at that time or
+        # later; the follower skips those it published already.
+        seconds, nanos = divmod(since_ns, 1_000_000_000)
+        chunks = self._container(container_id).log(
+            stdout=True, stderr=True, follow=True, timestamps=True, since=f"{seconds}.{nanos:09d}"
+        )
+        try:
+            async for line in stamped_lines(chunks):
+                yield line
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:  # gone: nothing more to read
+                raise
+
     async def remove(self, container_id: str) -> None:
         try:
             await self._container(container_id).delete(force=True)
         except aiodocker.DockerError as exc:
             if exc.status != 404:
                 raise
+        await self.networks.sweep()  # its session's network goes with its last container here
 
     async def watch(self, changed: Callable[[], None]) -> None:
         filters = json.dumps(
@@ -215,6 +265,8 @@ class DockerBackend:
             # aiodocker's events API has no annotations (hence the ignores below).
             subscriber = self._docker.events.subscribe(filters=filters)  # type: ignore[no-untyped-call]
             changed()  # whatever happened while not subscribed is found by listing
+            with contextlib.suppress(aiodocker.DockerError, aiohttp.ClientError):
+                await self.networks.sweep()  # left by an agent that died mid-removal
             while (event := await subscriber.get()) is not None:
                 if event.get("Action") == "die":
                     await self._settled(str(event.get("id", "")))

@@ -6,6 +6,8 @@ command decides what it does:
 
 - ``("exit", "<code>")``: it exits with that code right after it starts;
 - ``("sleep", "<seconds>")``: it runs that long, then exits with 0;
+- ``("print", "<n>", "<seconds>")``: it prints ``line 1`` … ``line <n>`` evenly over that many
+  seconds (a timer every 50 ms prints what is due), then exits with 0;
 - anything else (or no command): it runs until stopped.
 
 Stopping a running kernel ends it with 143 (SIGTERM, as Docker with ``Init`` reports it). An
@@ -18,13 +20,19 @@ Each kernel keeps what it would have run with on Docker (``launch_of``): the con
 configuration ``services.node.docker_config`` builds, devices, environment and folder mounts
 included, so tests without GPUs can see exactly what a GPU node would have been told. A kernel
 whose folder directories are missing fails to start, as it would on Docker.
+
+Service ports (``services.node.service_ports``): an image's labels are given per image
+(``image_labels``); a kernel's address is its container name, and every port opens at once
+except those in ``closed_ports``, which never do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +41,9 @@ from services.node.backend import (
     Container,
     ContainerStatus,
     KernelSpec,
+    OutputLine,
     StartFailedError,
+    container_name,
     last_bytes,
 )
 from services.node.docker_config import container_config
@@ -42,6 +52,7 @@ from services.node.mounts import check_host_mounts
 SIMULATED_STOP_TIMEOUT_S = 10.0
 
 SIGTERM_EXIT = 143
+PRINT_TICK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +74,21 @@ class _Kernel:
     launch: Launch
     status: ContainerStatus = "running"
     exit_code: int | None = None
-    log: list[str] = field(default_factory=list)
+    log: list[OutputLine] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
+    printed: int = 0
+    grew: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set (and replaced) whenever it prints or ends: what its followers wait on."""
+
+    def print(self, text: str) -> None:
+        # Engine times never decrease within a kernel; here they never repeat either.
+        last = self.log[-1].at_ns if self.log else 0
+        self.log.append(OutputLine(text, max(time.time_ns(), last + 1)))
+        self.wake()
+
+    def wake(self) -> None:
+        self.grew.set()
+        self.grew = asyncio.Event()
 
 
 class SimulatedBackend:
@@ -75,10 +99,15 @@ class SimulatedBackend:
         *,
         cluster_id: str = "",
         mps_pipe_dir: Path | None = None,
+        image_labels: Mapping[str, Mapping[str, str]] | None = None,
+        closed_ports: Iterable[int] = (),
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self._images = set(images)
+        # Service ports: an image's labels, and the container ports that never open.
+        self._image_labels = dict(image_labels or {})
+        self._closed_ports = frozenset(closed_ports)
         self._mps_pipe_dir = mps_pipe_dir
         self._kernels: dict[str, _Kernel] = {}  # by container id
         self._names: dict[str, str] = {}  # kernel id -> container id (the unique "name")
@@ -112,6 +141,7 @@ class SimulatedBackend:
         check_host_mounts(spec.mounts)  # its folders must be there, as Docker needs them
         command = spec.command or ()
         delay, code = _behaviour(command)
+        printing = _printing(command)
         config = container_config(
             spec,
             self.node_id,
@@ -122,7 +152,7 @@ class SimulatedBackend:
         kernel = _Kernel(
             spec=spec, container_id=f"sim-{uuid.uuid4().hex}", launch=Launch(spec, config)
         )
-        kernel.log.append(f"simulated kernel {spec.kernel_id}: {' '.join(command)}\n")
+        kernel.print(f"simulated kernel {spec.kernel_id}: {' '.join(command)}")
         self._kernels[kernel.container_id] = kernel
         self._names[spec.kernel_id] = kernel.container_id
         if delay is not None:
@@ -130,7 +160,38 @@ class SimulatedBackend:
             # first and then sees the exit through ``watch``.
             loop = asyncio.get_running_loop()
             kernel.timer = loop.call_later(delay, self._exit, kernel.container_id, code)
+        elif printing is not None:
+            start = asyncio.get_running_loop().time()
+            self._print_due(kernel.container_id, start, *printing)
         return kernel.container_id
+
+    def _print_due(self, container_id: str, start: float, lines: int, seconds: float) -> None:
+        kernel = self._kernels.get(container_id)
+        if kernel is None or kernel.status != "running":
+            return
+        loop = asyncio.get_running_loop()
+        elapsed = loop.time() - start
+        due = lines if elapsed >= seconds else int(lines * elapsed / seconds)
+        while kernel.printed < due:
+            kernel.printed += 1
+            kernel.print(f"line {kernel.printed}")
+        if kernel.printed >= lines:
+            self._exit(container_id, 0)
+        else:
+            kernel.timer = loop.call_later(
+                PRINT_TICK_S, self._print_due, container_id, start, lines, seconds
+            )
+
+    async def image_labels(self, container_id: str) -> Mapping[str, str]:
+        kernel = self._kernels.get(container_id)
+        return self._image_labels.get(kernel.spec.image, {}) if kernel is not None else {}
+
+    async def address_of(self, container_id: str) -> str | None:
+        kernel = self._kernels.get(container_id)
+        return container_name(kernel.spec.kernel_id) if kernel is not None else None
+
+    async def port_open(self, host: str, port: int) -> bool:
+        return port not in self._closed_ports
 
     def launch_of(self, kernel_id: str) -> Launch | None:
         """What this kernel's container was started with (None once it is removed)."""
@@ -151,7 +212,7 @@ class SimulatedBackend:
         if kernel.timer is not None:
             kernel.timer.cancel()
         kernel.status, kernel.exit_code, kernel.timer = "exited", exit_code, None
-        kernel.log.append(f"exited with code {exit_code}\n")
+        kernel.print(f"exited with code {exit_code}")
         for changed in list(self._listeners):
             changed()
 
@@ -160,7 +221,21 @@ class SimulatedBackend:
 
     async def logs(self, container_id: str, max_bytes: int) -> str:
         kernel = self._kernels.get(container_id)
-        return last_bytes("".join(kernel.log) if kernel is not None else "", max_bytes)
+        text = "".join(f"{line.text}\n" for line in kernel.log) if kernel is not None else ""
+        return last_bytes(text, max_bytes)
+
+    async def follow(self, container_id: str, since_ns: int) -> AsyncGenerator[OutputLine, None]:
+        kernel = self._kernels.get(container_id)
+        if kernel is None:
+            return
+        at = bisect.bisect_left(kernel.log, since_ns, key=lambda line: line.at_ns)
+        while True:
+            while at < len(kernel.log):
+                yield kernel.log[at]
+                at += 1
+            if kernel.status != "running" or self._kernels.get(container_id) is not kernel:
+                return
+            await kernel.grew.wait()
 
     async def remove(self, container_id: str) -> None:
         kernel = self._kernels.pop(container_id, None)
@@ -169,6 +244,7 @@ class SimulatedBackend:
         if kernel.timer is not None:
             kernel.timer.cancel()
         self._names.pop(kernel.spec.kernel_id, None)
+        kernel.wake()  # its followers end
 
     async def watch(self, changed: Callable[[], None]) -> None:
         self._listeners.append(changed)
@@ -193,3 +269,18 @@ def _behaviour(command: tuple[str, ...]) -> tuple[float | None, int]:
             ) from None
         return (0.0, int(value)) if command[0] == "exit" else (value, 0)
     return None, 0
+
+
+def _printing(command: tuple[str, ...]) -> tuple[int, float] | None:
+    """(lines, seconds) for ``("print", "<n>", "<seconds>")``; None for any other command."""
+    if len(command) != 3 or command[0] != "print":
+        return None
+    try:
+        lines, seconds = int(command[1]), float(command[2])
+    except ValueError:
+        lines, seconds = -1, -1.0
+    if lines < 0 or not seconds >= 0:
+        raise StartFailedError(
+            f"simulated command {' '.join(command)!r} needs a line count and seconds after 'print'"
+        )
+    return lines, seconds

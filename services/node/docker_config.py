@@ -1,5 +1,6 @@
 """The Docker container configuration for one kernel, as a pure function of its ``KernelSpec``:
-limits, labels, exactly its GPUs, its host name, its CPU pinning, its folders (bind mounts,
+limits, labels, exactly its GPUs, its host name (and, for a cluster session's kernel, its
+session's network, where that name resolves), its CPU pinning, its folders (bind mounts,
 read-only where the mount says so), and (for GPU shares on a machine running CUDA MPS) the MPS
 client settings. Reads and writes no subjects.
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from schemas.resources import GPU_QUANTUM
 from services.node.backend import KernelSpec, labels_for
+from services.node.networks import endpoint_config, kernel_network
 from services.node.topology import format_cpulist
 
 NANO_CPUS_PER_MILLI = 1_000_000
@@ -119,6 +121,11 @@ def container_config(
     }
     if spec.hostname:
         config["Hostname"] = spec.hostname
+    network = kernel_network(spec, node_id, cluster_id)
+    if network is not None:
+        # Only its session's network: not the default bridge, where other sessions' kernels are.
+        host["NetworkMode"] = network
+        config["NetworkingConfig"] = endpoint_config(network, spec.hostname)
     if spec.command:
         config["Cmd"] = list(spec.command)
     return config

@@ -18,6 +18,7 @@ from schemas.devices import DeviceInfo, NumaNode
 from schemas.ids import new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
+from schemas.service_ports import ReportedPort
 from schemas.subjects import AggregateType
 from services.node.plan import Ended, Report
 
@@ -54,7 +55,15 @@ class ImagesNow:
     images: tuple[str, ...]
 
 
-Fact = Started | FailedToStart | Ended | ImagesNow
+@dataclass(frozen=True, slots=True)
+class PortsFound:
+    """What became of a running kernel's apps (``services.node.service_ports``)."""
+
+    kernel_id: str
+    ports: tuple[ReportedPort, ...]
+
+
+Fact = Started | FailedToStart | Ended | ImagesNow | PortsFound
 
 
 class AgentLog(FoldedState):
@@ -203,6 +212,8 @@ def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
             return fact.kernel_id
         elif isinstance(fact, ImagesNow):
             agent.change_images(fact.images, now)
+        elif isinstance(fact, PortsFound):
+            agent.report_service_ports(fact.kernel_id, fact.ports, now)
         else:
             _ended(agent, fact, now)
             return fact.kernel_id

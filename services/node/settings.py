@@ -76,6 +76,13 @@ class AgentSettings(BaseSettings):
     max_log_bytes: int = Field(
         default=8 << 20, gt=0, description="the tail of a kernel's output kept after it ends"
     )
+    service_ports_wait_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="how long a started kernel's http/tcp apps are waited for before they are "
+        "reported never-opened",
+    )
     cpu: Decimal | None = Field(default=None, gt=0, description="override the CPUs offered")
     memory_bytes: int | None = Field(default=None, gt=0, description="override the memory offered")
     simulated_images: tuple[str, ...] = Field(

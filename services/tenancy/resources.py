@@ -122,11 +122,13 @@ def register_image(cmd: a.RegisterImage, d: Directory, who: Who, now: datetime) 
     image_id = image_id_for(cmd.name)
     known = working_copy(d.images.get(image_id))
     if known is None:
-        image = Image.register(cmd.name, cmd.min_resources, cmd.max_resources, now)
+        image = Image.register(
+            cmd.name, cmd.min_resources, cmd.max_resources, now, cmd.service_ports or ()
+        )
         return Change((image,), f"image {cmd.name} registered")
     if not known.forgotten:
         return exists(d, AggregateType.IMAGE, image_id, cmd, f"image {cmd.name}")
-    known.register_again(cmd.min_resources, cmd.max_resources, now)
+    known.register_again(cmd.min_resources, cmd.max_resources, now, cmd.service_ports or ())
     return Change((known,), f"image {cmd.name} registered again")
 
 
@@ -143,7 +145,7 @@ def _image_change(
 
 def modify_image(cmd: a.ModifyImage, d: Directory, who: Who, now: datetime) -> Decision:
     def act(x: Image) -> bool:
-        return x.modify(cmd.min_resources, cmd.max_resources, now)
+        return x.modify(cmd.min_resources, cmd.max_resources, now, cmd.service_ports)
 
     return _image_change(cmd, d, who, act, "modified", "already had these settings")
 

@@ -32,11 +32,16 @@ from events.snapshots import Snapshot
 from events.writes import AggregateRef, History
 from schemas.ids import event_id_for, kernel_id_for
 from schemas.resources import ResourceSlots
+from schemas.service_ports import PortProtocol, PortState, ReportedPort
 from schemas.session import KernelSpec, SessionSpec
 from tests.unit.scenario import CAUSE, T0, at
 
 SPEC = SessionSpec(image="busybox", kernels=(KernelSpec(resources=ResourceSlots.of(cpu=1)),))
 KID = kernel_id_for("s-1", 0)
+JUPYTER = ReportedPort(
+    name="jupyter", protocol=PortProtocol.HTTP, port=8080, address="10.0.0.2:8080",
+    state=PortState.OPEN,
+)  # fmt: skip
 
 
 def a_session() -> Session:
@@ -67,8 +72,9 @@ def an_agent() -> Agent:
         now=at(0),
     )
     agent.kernel_started(KID, "s-1", "c-1", at(1))
+    agent.report_service_ports(KID, [JUPYTER], at(2))
     agent.reregister(
-        epoch=2, hostname="gpu-01", backend="simulated", capacity=ResourceSlots.of(cpu=8), now=at(2)
+        epoch=2, hostname="gpu-01", backend="simulated", capacity=ResourceSlots.of(cpu=8), now=at(3)
     )
     return agent
 

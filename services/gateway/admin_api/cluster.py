@@ -20,7 +20,9 @@ from schemas.tenancy import (
 )
 from services.gateway.admin_api import inputs as parse
 from services.gateway.admin_api.inputs import (
+    ImageLabelInput,
     KeypairPolicyInput,
+    ServicePortInput,
     SlotLimitsInput,
     SlotsInput,
     StoragePolicyInput,
@@ -222,14 +224,49 @@ class ClusterMutation:
         name: str,
         min_resources: SlotsInput | None = None,
         max_resources: SlotLimitsInput | None = None,
+        labels: list[ImageLabelInput] | None = None,
+        service_ports: list[ServicePortInput] | None = None,
     ) -> AdminOutcome:
+        """Its apps are ``servicePorts``, or else read from ``labels`` (see docs/tenancy.md)."""
         try:
             least = parse.slots("minResources", min_resources)
             most = parse.slot_limits("maxResources", max_resources)
         except InputError as exc:
             raise invalid(exc) from exc
         me = _superadmin(info, "registers images")
-        cmd = build(admin.RegisterImage, me, name=name, min_resources=least, max_resources=most)
+        apps = parse.image_apps(labels, service_ports)
+        cmd = build(
+            admin.RegisterImage, me, name=name, min_resources=least, max_resources=most, **apps
+        )
+        return await run(ctx_of(info), cmd, image_id_for(name))
+
+    @strawberry.mutation(description="Change an image; what is left out stays as it is.")
+    async def modify_image(
+        self,
+        info: Ctx,
+        name: str,
+        min_resources: SlotsInput | None = None,
+        max_resources: SlotLimitsInput | None = None,
+        labels: list[ImageLabelInput] | None = None,
+        service_ports: list[ServicePortInput] | None = None,
+    ) -> AdminOutcome:
+        me = _superadmin(info, "modifies images")
+        image = ctx_of(info).directory.images.get(image_id_for(name))
+        if image is None:
+            raise not_found("image", name)
+        try:
+            least = image.min_resources
+            if min_resources is not None:
+                least = parse.slots("minResources", min_resources)
+            most = image.max_resources
+            if max_resources is not None:
+                most = parse.slot_limits("maxResources", max_resources)
+        except InputError as exc:
+            raise invalid(exc) from exc
+        apps = parse.image_apps(labels, service_ports)
+        cmd = build(
+            admin.ModifyImage, me, name=name, min_resources=least, max_resources=most, **apps
+        )
         return await run(ctx_of(info), cmd, image_id_for(name))
 
     @strawberry.mutation

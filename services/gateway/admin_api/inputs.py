@@ -79,6 +79,36 @@ class StoragePolicyInput:
     max_quota_scope_size: str | None = strawberry.field(default=None, description="e.g. 100g")
 
 
+@strawberry.input(description="One label of an image, as `docker image inspect` shows it.")
+class ImageLabelInput:
+    key: str
+    value: str
+
+
+@strawberry.input(description="An app the image serves (see docs/tenancy.md, service ports).")
+class ServicePortInput:
+    name: str = strawberry.field(description="1-32 of a-z, 0-9 and '-'")
+    protocol: str = strawberry.field(description="http | tcp | pty | preopen")
+    ports: list[int] = strawberry.field(description="its container port(s); the first is served")
+    public: bool = strawberry.field(default=False, description="no authentication needed")
+
+
+def image_apps(
+    labels: list[ImageLabelInput] | None, service_ports: list[ServicePortInput] | None
+) -> dict[str, object]:
+    """The image commands' ``labels`` and ``service_ports`` fields (left out when not given);
+    the command parses and checks them."""
+    fields: dict[str, object] = {}
+    if labels is not None:
+        fields["labels"] = {label.key: label.value for label in labels}
+    if service_ports is not None:
+        fields["service_ports"] = [
+            {"name": p.name, "protocol": p.protocol, "ports": p.ports, "public": p.public}
+            for p in service_ports
+        ]
+    return fields
+
+
 # ---- quantities ---------------------------------------------------------------------------
 
 

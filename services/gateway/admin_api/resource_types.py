@@ -11,6 +11,7 @@ import strawberry
 
 from commands.tenancy import Image, ResourceGroup, ResourcePolicy
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
+from schemas.service_ports import ServicePort
 from schemas.tenancy import (
     SLOT_NAMES,
     DefaultForUnspecified,
@@ -186,6 +187,9 @@ class ImageInfo:
     name: str
     min_resources: Slots
     max_resources: Limits
+    service_ports: list[ImageServicePort] = strawberry.field(
+        description="the apps its containers serve (from its labels when registered)"
+    )
 
     @classmethod
     def of(cls, image: Image) -> ImageInfo:
@@ -194,7 +198,23 @@ class ImageInfo:
             name=image.name,
             min_resources=Slots.of(image.min_resources),
             max_resources=Limits.of(image.max_resources),
+            service_ports=[ImageServicePort.of(p) for p in image.service_ports],
         )
+
+
+@strawberry.type
+class ImageServicePort:
+    name: str
+    protocol: str = strawberry.field(description="http | tcp | pty | preopen")
+    ports: list[int] = strawberry.field(description="container ports; the first is served")
+    public: bool = strawberry.field(description="opened without the owner's authentication")
+
+    @classmethod
+    def of(cls, port: ServicePort) -> ImageServicePort:
+        return cls(
+            name=port.name, protocol=port.protocol.value, ports=list(port.ports),
+            public=port.public,
+        )  # fmt: skip
 
 
 @strawberry.type

@@ -1,0 +1,194 @@
+"""Live output: each kernel's stdout and stderr, followed from the backend while it runs and
+published in order to ``output.<session id>.<kernel id>`` in ``JY_OUTPUT``. Reads the last
+message of such a subject (a direct get) to resume; writes those subjects (only the agent
+running the kernel).
+
+A message holds whole lines: up to 64 KiB, or what arrived within ``FLUSH_S`` of its first
+line, so 10,000 quick lines cost a handful of publishes. Its headers say the number of its
+first line, how many it holds, and where its last line lies in the engine's output (its time
+in ns and how many published lines share that time). A follower that (re)starts (a new agent,
+a lost connection, a publish whose outcome is unknown) reads the subject's last message, asks
+the engine for the lines from that time on, and skips those already published: no line is
+lost or published twice. Every publish expects the subject's last sequence, so two followers
+of one kernel (an old incarnation not yet gone) cannot interleave: the loser reads again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import nats.js.errors
+
+from events.bus import Bus
+from events.cancelling import cancelling
+from events.declarations import OUTPUT_BATCH_BYTES
+from schemas.subjects import (
+    OUTPUT_LINE_HEADER,
+    OUTPUT_LINES_HEADER,
+    OUTPUT_MARK_HEADER,
+    OUTPUT_STREAM,
+    output_subject,
+)
+from services.node.backend import Backend, Container, OutputLine
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 0.1  # a line waits at most this long for others to share its message
+RETRY_S = 1.0
+FINISH_TIMEOUT_S = 10.0  # an ended kernel's last lines; its archive (jy-logs) has them anyway
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """How far a kernel's output is published."""
+
+    line: int
+    """Lines published: the number (0-based) of the next one."""
+    at_ns: int
+    """The engine time of the last published line."""
+    same: int
+    """How many published lines have exactly that time."""
+    seq: int
+    """The subject's last stream sequence (0: nothing published)."""
+
+
+START = Position(0, 0, 0, 0)
+
+
+async def published(bus: Bus, subject: str) -> Position:
+    try:
+        last = await bus.js.get_last_msg(OUTPUT_STREAM, subject, direct=True)
+    except nats.js.errors.NotFoundError:
+        return START
+    headers = last.headers or {}
+    at_ns, _, same = headers[OUTPUT_MARK_HEADER].partition(":")
+    line = int(headers[OUTPUT_LINE_HEADER]) + int(headers[OUTPUT_LINES_HEADER])
+    return Position(line, int(at_ns), int(same), last.seq or 0)
+
+
+class OutputPublisher:
+    """One follower task per kernel with output still to publish."""
+
+    def __init__(self, bus: Bus, backend: Backend) -> None:
+        self._bus = bus
+        self._backend = backend
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def follow(self, container: Container) -> None:
+        """Follow a running container's output, unless that is being done already."""
+        task = self._tasks.get(container.kernel_id)
+        if (task is None or task.done()) and container.session_id:
+            self._tasks[container.kernel_id] = asyncio.create_task(
+                self._run(container), name=f"output-{container.kernel_id}"
+            )
+
+    async def finish(self, container: Container) -> None:
+        """Publish the rest of an exited container's output (its follower ends once all is
+        read); give up after ``FINISH_TIMEOUT_S`` (NATS away)."""
+        self.follow(container)
+        task = self._tasks.pop(container.kernel_id, None)
+        if task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), FINISH_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("output of kernel %s: its last lines were not published", task.get_name())
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, container: Container) -> None:
+        subject = output_subject(container.session_id, container.kernel_id)
+        while not cancelling():
+            try:
+                at = await published(self._bus, subject)
+                await self._pump(container.container_id, subject, at)
+                return
+            except Exception as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
+                # Whatever failed, the log says what is published: start again from there.
+                log.warning("output of kernel %s: %r; resuming", container.kernel_id, exc)
+                await asyncio.sleep(RETRY_S)
+
+    async def _pump(self, container_id: str, subject: str, at: Position) -> None:
+        batch = Batch(subject, at)
+        mark_ns, skip = (at.at_ns, at.same) if at.seq else (-1, 0)
+        lines = self._backend.follow(container_id, max(at.at_ns, 0))
+        loop = asyncio.get_running_loop()
+        reading: asyncio.Future[OutputLine] | None = None
+        try:
+            while True:
+                reading = reading or asyncio.ensure_future(anext(lines))
+                wait = None if batch.due is None else max(0.0, batch.due - loop.time())
+                done, _ = await asyncio.wait({reading}, timeout=wait)
+                if not done:
+                    await batch.publish(self._bus)
+                    continue
+                finished, reading = reading, None
+                try:
+                    line = finished.result()
+                except StopAsyncIteration:
+                    break
+                if mark_ns >= 0:  # published before this follower began: skip
+                    if line.at_ns < mark_ns:
+                        continue
+                    if line.at_ns == mark_ns and skip > 0:
+                        skip -= 1
+                        continue
+                    mark_ns = -1
+                if batch.full_with(line):
+                    await batch.publish(self._bus)
+                batch.add(line, loop.time() + FLUSH_S)
+            await batch.publish(self._bus)
+        finally:
+            if reading is not None:
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
+            await lines.aclose()
+
+
+class Batch:
+    """The lines not yet published, and where the published ones end."""
+
+    def __init__(self, subject: str, at: Position) -> None:
+        self.subject = subject
+        self.at = at
+        self.lines: list[str] = []
+        self.size = 0
+        self.due: float | None = None
+        """When the first line has waited long enough (None: empty)."""
+
+    def full_with(self, line: OutputLine) -> bool:
+        return bool(self.lines) and self.size + len(line.text.encode()) + 1 > OUTPUT_BATCH_BYTES
+
+    def add(self, line: OutputLine, due: float) -> None:
+        self.lines.append(line.text)
+        self.size += len(line.text.encode()) + 1
+        self.due = self.due or due
+        same = self.at.same + 1 if line.at_ns == self.at.at_ns else 1
+        self.at = Position(self.at.line, line.at_ns, same, self.at.seq)
+
+    async def publish(self, bus: Bus) -> None:
+        if not self.lines:
+            return
+        headers = {
+            OUTPUT_LINE_HEADER: str(self.at.line),
+            OUTPUT_LINES_HEADER: str(len(self.lines)),
+            OUTPUT_MARK_HEADER: f"{self.at.at_ns}:{self.at.same}",
+            # The fence between two followers of one kernel: the loser gets 10071 and rereads.
+            "Nats-Expected-Last-Subject-Sequence": str(self.at.seq),
+        }
+        payload = "".join(f"{text}\n" for text in self.lines).encode()
+        ack = await bus.js.publish(self.subject, payload, stream=OUTPUT_STREAM, headers=headers)
+        line = self.at.line + len(self.lines)
+        self.at = Position(line, self.at.at_ns, self.at.same, ack.seq)
+        self.lines, self.size, self.due = [], 0, None
