@@ -89,12 +89,19 @@ def _storage(stop: asyncio.Event) -> Awaitable[None]:
     return app.run(settings.StorageSettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
 
 
+def _appproxy(stop: asyncio.Event) -> Awaitable[None]:
+    app = importlib.import_module("services.appproxy.app")
+    settings = importlib.import_module("services.appproxy.settings")
+    return app.run(settings.AppProxySettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
+
+
 SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "scheduler": _scheduler,
     "agent": _agent,
     "projections": _projections,
     "tenancy": _tenancy,
     "storage": _storage,
+    "appproxy": _appproxy,
     "gateway": _gateway,
 }
 

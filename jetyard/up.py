@@ -5,9 +5,10 @@ made on the first start and kept in ``<data-dir>/nats.token`` and ``nats.port``)
 ``<data-dir>/nats``, declares the streams, then runs every service as a child process
 (``jetyard serve <service>``) so Python uses every core. It says it is up only when every part
 is healthy: the server answering, each service ready (connected and caught up: it writes
-``<data-dir>/run/<service>.ready``), the gateway's and the storage data plane's ``/healthz``
-200; until then it says what it waits for and why. The storage service's key, volume and port
-are kept in the data directory too (``up_storage``). It supervises them all: a server that
+``<data-dir>/run/<service>.ready``), the gateway's, the storage data plane's and the app
+proxy's ``/healthz`` 200; until then it says what it waits for and why. The storage service's
+key, volume and port are kept in the data directory too (``up_storage``), and the app proxy's
+key and port (``up_appproxy``). It supervises them all: a server that
 dies is started again at once on the same store, port and token (the services reconnect), a
 service after a pause that doubles while it keeps dying at once; it says what went down and
 why, and when it is back, and never gives up on a part. Ctrl-C stops the services, then the
@@ -50,11 +51,14 @@ from jetyard.runtime import (
     stop_orphaned_server,
 )
 from jetyard.serve import READY_FILE_ENV
+from jetyard.up_appproxy import AppProxySetup
 from jetyard.up_storage import StorageSetup
 from schemas.settings import NatsSettings
 
 NATS = "nats-server"
-SERVICE_ORDER = ("projections", "tenancy", "storage", "scheduler", "agent", "gateway")
+SERVICE_ORDER = (
+    "projections", "tenancy", "storage", "appproxy", "scheduler", "agent", "gateway",
+)  # fmt: skip
 QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting is restarted...
 MAX_RESTART_DELAY_S = 60.0  # ...after a pause that doubles each time, up to this
 TICK_S = 0.5
@@ -116,14 +120,16 @@ class Stack:
     bootstrap_at: float = 0.0  # when to try the first superadmin again after a failure
     nats_retry_at: float | None = None  # when to try again to start a server that died
     storage: StorageSetup | None = None
+    appproxy: AppProxySetup | None = None
 
     def env(self, name: str) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
-        assert self.storage is not None
+        assert self.storage is not None and self.appproxy is not None
         data = self.options.data_dir
         return {
             **os.environ,
             **self.storage.env(),
+            **self.appproxy.env(),
             "JETYARD_NATS_URL": self.server.url,
             "JETYARD_NATS_TOKEN": self.server.token,
             "JETYARD_AGENT_DATA_DIR": str(data / "agent"),
@@ -161,6 +167,9 @@ class Stack:
         self.server.start()
         self.secrets_key = secrets_key(data)
         self.storage, warning = StorageSetup.of(data)
+        if warning is not None:
+            print(f"WARNING: {warning}", flush=True)
+        self.appproxy, warning = AppProxySetup.of(data)
         if warning is not None:
             print(f"WARNING: {warning}", flush=True)
         asyncio.run(self._declare())
@@ -249,12 +258,14 @@ class Stack:
         if part == "gateway":
             return self._gateway_problem()
         if part == "storage":
-            return self._storage_problem()
+            assert self.storage is not None
+            return self._health_problem(f"{self.storage.url}/healthz")
+        if part == "appproxy":
+            assert self.appproxy is not None
+            return self._health_problem(f"{self.appproxy.url}/healthz")
         return None
 
-    def _storage_problem(self) -> str | None:
-        assert self.storage is not None
-        url = f"{self.storage.url}/healthz"
+    def _health_problem(self, url: str) -> str | None:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 return None if response.status == 200 else f"{url} answers {response.status}"
@@ -332,6 +343,8 @@ class Stack:
         print(f"  health    http://127.0.0.1:{port}/healthz")
         if self.storage is not None and "storage" in self.options.services:
             print(f"  storage   {self.storage.url} (folders under {self.storage.volume_root})")
+        if self.appproxy is not None and "appproxy" in self.options.services:
+            print(f"  apps      {self.appproxy.url}/apps/<session>/<app>/ (startApp)")
         print(f"  NATS      {self.server.url} (token in {data / 'nats.token'})")
         print(f"  logs      {data / 'logs'}")
         print("Ctrl-C stops everything.", flush=True)

@@ -20,30 +20,38 @@ DEFAULT_STORAGE_PORT = 6021
 VOLUME = "local"
 
 
-def storage_key(data_dir: Path) -> str:
-    path = data_dir / "storage.key"
+def kept_key(data_dir: Path, name: str) -> str:
+    """A secret kept in ``<data-dir>/<name>`` (0600), made on the first start."""
+    path = data_dir / name
     if not path.exists():
         owner_only(path, secrets.token_urlsafe(48) + "\n")
     return path.read_text().strip()
 
 
-def kept_storage_port(data_dir: Path, wanted: int = 0) -> tuple[int, str | None]:
-    """The data plane's port for this start, and a warning when it is not the kept one (the
-    kept one is taken by another program: a free one this time, the kept one stays)."""
-    path = data_dir / "storage.port"
+def storage_key(data_dir: Path) -> str:
+    return kept_key(data_dir, "storage.key")
+
+
+def kept_port(path: Path, default: int, wanted: int = 0, what: str = "") -> tuple[int, str | None]:
+    """The port kept in ``path`` for this start, and a warning when it is not the kept one
+    (the kept one is taken by another program: a free one this time, the kept one stays)."""
     if wanted:
         path.write_text(f"{wanted}\n")
         return wanted, None
     try:
         kept = int(path.read_text().strip())
     except (OSError, ValueError):
-        kept = DEFAULT_STORAGE_PORT if port_is_free(DEFAULT_STORAGE_PORT) else free_port()
+        kept = default if port_is_free(default) else free_port()
         path.write_text(f"{kept}\n")
         return kept, None
     if port_is_free(kept):
         return kept, None
     instead = free_port()
-    return instead, f"the storage port {kept} (kept in {path}) is taken; using {instead} this time"
+    return instead, f"the {what} port {kept} (kept in {path}) is taken; using {instead} this time"
+
+
+def kept_storage_port(data_dir: Path, wanted: int = 0) -> tuple[int, str | None]:
+    return kept_port(data_dir / "storage.port", DEFAULT_STORAGE_PORT, wanted, "storage")
 
 
 @dataclass(frozen=True)

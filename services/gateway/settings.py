@@ -38,3 +38,15 @@ class GatewaySettings(BaseSettings):
     storage_token_ttl_s: float = Field(
         default=300.0, gt=0, le=86_400, description="how long a folder access token lives"
     )
+    appproxy_url: str = Field(
+        default="http://127.0.0.1:6022",
+        description="public base URL of the app proxy (startApp's URLs)",
+    )
+    appproxy_token_key: SecretStr | None = Field(
+        default=None,
+        description="key signing app tokens, the app proxy's JETYARD_APPPROXY_TOKEN_KEY "
+        "(unset: startApp is refused)",
+    )
+    appproxy_token_ttl_s: float = Field(
+        default=120.0, gt=0, le=900, description="how long a startApp URL's token lives"
+    )

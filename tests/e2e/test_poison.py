@@ -24,7 +24,7 @@ mutation($input: CreateSessionInput!) {
   createSession(input: $input) { status message sessionId }
 }"""
 STATUS = "query($id: ID!) { session(id: $id) { status statusReason } }"
-SERVICES = ("projections", "tenancy", "scheduler", "agent", "storage", "gateway")
+SERVICES = ("projections", "tenancy", "scheduler", "agent", "storage", "appproxy", "gateway")
 
 
 def nats_of(stack: Jetyard) -> NatsSettings:
@@ -38,7 +38,7 @@ def nats_of(stack: Jetyard) -> NatsSettings:
 
 async def poison(settings: NatsSettings) -> dict[str, int]:
     """Every hostile kind on a session subject, plus garbage on the subjects the tenancy
-    service, the gateway's directory, the agents and the storage service fold."""
+    service, the gateway's directory, the agents, storage and the app proxy fold."""
     bus: Bus = await connect(settings, name="e2e-poison")
     try:
         written = {kind: (await write_hostile(bus, kind))[1] for kind in sorted(HOSTILE)}

@@ -106,7 +106,15 @@ def test_a_crash_looping_service_keeps_up_from_saying_it_is_up_and_the_rest_runs
     assert re.search(r"agent exited with [1-9]", said), said
     missing = said[not_up:]
     assert "  agent: " in missing and "cpu" in missing  # the part, and its log's reason
-    for healthy in ("nats-server", "projections", "tenancy", "scheduler", "storage", "gateway"):
+    for healthy in (
+        "nats-server",
+        "projections",
+        "tenancy",
+        "scheduler",
+        "storage",
+        "appproxy",
+        "gateway",
+    ):
         assert f"  {healthy}: " not in missing
 
     # It keeps restarting the agent, and the rest keeps serving.

@@ -1,0 +1,43 @@
+"""What ``jetyard up`` keeps for the app proxy in the data directory, and the environment it
+hands to the proxy and the gateway: the key app tokens are signed with
+(``<data-dir>/appproxy.key``, 0600, made on the first start) and the proxy's port (kept in
+``<data-dir>/appproxy.port``: 6022 the first time if free, else a free one;
+``JETYARD_APPPROXY_PORT`` replaces it)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jetyard.up_storage import kept_key, kept_port
+
+DEFAULT_APPPROXY_PORT = 6022
+
+
+@dataclass(frozen=True)
+class AppProxySetup:
+    key: str
+    port: int
+
+    @classmethod
+    def of(cls, data_dir: Path) -> tuple[AppProxySetup, str | None]:
+        wanted = int(os.environ.get("JETYARD_APPPROXY_PORT", "0") or 0)
+        path = data_dir / "appproxy.port"
+        port, warning = kept_port(path, DEFAULT_APPPROXY_PORT, wanted, "app proxy")
+        return cls(kept_key(data_dir, "appproxy.key"), port), warning
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """For the proxy and the gateway (which signs its tokens)."""
+        return {
+            "JETYARD_APPPROXY_TOKEN_KEY": self.key,
+            "JETYARD_APPPROXY_HOST": "127.0.0.1",
+            "JETYARD_APPPROXY_PORT": str(self.port),
+            "JETYARD_APPPROXY_PUBLIC_URL": os.environ.get("JETYARD_APPPROXY_PUBLIC_URL", self.url),
+            "JETYARD_GATEWAY_APPPROXY_URL": os.environ.get("JETYARD_APPPROXY_PUBLIC_URL", self.url),
+            "JETYARD_GATEWAY_APPPROXY_TOKEN_KEY": self.key,
+        }

@@ -1,0 +1,99 @@
+"""Who may use an app through the proxy: a public app anyone; otherwise a URL token from
+``startApp`` (turned into a cookie) or that cookie, naming this session's app and a person who
+owns the session or administers its domain. Pure (``now`` is passed in); no subjects.
+
+401: no credentials, or ones that cannot be read or have expired (ask ``startApp`` again).
+403: good credentials for someone else's session, or for another app.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+from schemas.app_tokens import COOKIE, AppClaims, AppTokenError, TokenKind, issue, verify
+from services.appproxy.routes import Route
+
+TOKEN_PARAM = "token"
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    claims: AppClaims | None
+    """None for a public app."""
+    cookie: str | None = None
+    """A cookie token to set (and redirect without the URL token): only for a URL token."""
+
+
+def check(
+    route: Route,
+    key: bytes,
+    *,
+    token: str | None,
+    cookie: str | None,
+    now: float,
+    max_url_ttl_s: float,
+    cookie_ttl_s: float,
+) -> Allowed:
+    if route.public:
+        return Allowed(None)
+    try:
+        if token is not None:
+            claims = verify(key, token, now=now, kind=TokenKind.URL, max_ttl_s=max_url_ttl_s)
+        elif cookie is not None:
+            claims = verify(key, cookie, now=now, kind=TokenKind.COOKIE, max_ttl_s=cookie_ttl_s)
+        else:
+            raise Refused(401, "sign in: open this app through the API (startApp)")
+    except AppTokenError as exc:
+        raise Refused(401, str(exc)) from None
+    if (claims.session, claims.app) != (route.session_id, route.app):
+        raise Refused(403, "these credentials are for another app")
+    if not claims.allows(route.owner):
+        raise Refused(403, f"session {route.session_id} is not yours")
+    if token is None:
+        return Allowed(claims)
+    return Allowed(claims, issue(key, claims.as_cookie(int(now + cookie_ttl_s))))
+
+
+def without_token(query: str) -> str:
+    """The query string less the ``token`` parameter."""
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != TOKEN_PARAM]
+    return urlencode(kept)
+
+
+def token_of(query: str) -> str | None:
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == TOKEN_PARAM:
+            return value
+    return None
+
+
+def prefix(session_id: str, app: str) -> str:
+    return f"/apps/{session_id}/{app}"
+
+
+def set_cookie_header(route: Route, value: str, *, max_age_s: float, secure: bool) -> str:
+    """A cookie that only this app's URLs send back, never to scripts, not on cross-site
+    posts."""
+    parts = [
+        f"{COOKIE}={value}",
+        f"Path={prefix(route.session_id, route.app)}/",
+        f"Max-Age={int(max_age_s)}",
+        "HttpOnly",
+        "SameSite=Lax",
+    ]
+    if secure:
+        parts.append("Secure")
+    return "; ".join(parts)
+
+
+def strip_cookie(header: str) -> str:
+    """A ``Cookie`` header less the proxy's own cookie: the app never sees the token."""
+    kept = [c.strip() for c in header.split(";") if c.strip().split("=", 1)[0] != COOKIE]
+    return "; ".join(c for c in kept if c)

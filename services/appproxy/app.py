@@ -1,0 +1,53 @@
+"""App proxy entry point (``jetyard serve appproxy``): fold the routes from the log and serve
+them on ``JETYARD_APPPROXY_HOST``:``PORT`` in one process and one event loop, until ``stop``
+is set.
+
+Reads ``ev.session.*`` and ``ev.agent.*`` (see ``service.py``); writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from events.bus import connect, ensure_streams
+from schemas.settings import NatsSettings
+from services.appproxy import http
+from services.appproxy.service import AppProxyService
+from services.appproxy.settings import AppProxySettings
+
+
+async def run(settings: AppProxySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
+    bus = await connect(nats, name="appproxy")
+    try:
+        await ensure_streams(bus)
+        service = AppProxyService(bus, settings)
+        await service.start()
+        try:
+            await serve(service, stop)
+        finally:
+            await service.stop()
+    finally:
+        await bus.close()
+
+
+async def serve(service: AppProxyService, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set; ready (the first look at ``stop``) only once listening."""
+    server = http.server(service)
+    serving = asyncio.create_task(server.serve(), name="appproxy:http")
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+                settings = service.settings
+                raise RuntimeError(
+                    f"the app proxy did not start on {settings.host}:{settings.port}"
+                )
+            await asyncio.sleep(0.05)
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving

@@ -1,0 +1,119 @@
+"""The app proxy's route table: a pure fold of ``ev.session.*`` and ``ev.agent.*``.
+
+A session's apps come from its kernels' ``KernelServicePortsReported``; an ``open`` ``http``
+app of a RUNNING session is a route (its main kernel's app when several kernels report one
+name). ``SessionTerminating`` and every terminal status end the session: its routes go and it
+is remembered as ended (the proxy answers 410 there, 404 where it never knew a route). A
+requeued session forgets its old kernels' apps until the new ones report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from events.catalogue import CATALOGUE
+from events.domain.agent import KernelServicePortsReported
+from events.domain.session import (
+    SessionCancelled,
+    SessionFailed,
+    SessionRequested,
+    SessionRequeued,
+    SessionStarted,
+    SessionTerminated,
+    SessionTerminating,
+)
+from events.envelope import StoredEvent
+from events.fold import FoldedState
+from schemas.service_ports import PortProtocol, PortState, ReportedPort
+from schemas.subjects import AggregateType, events_of
+
+SUBJECTS = [events_of(AggregateType.SESSION), events_of(AggregateType.AGENT)]
+ENDING = (SessionTerminating, SessionTerminated, SessionCancelled, SessionFailed)
+NAMES = {
+    c.event_name
+    for c in (SessionRequested, SessionStarted, SessionRequeued, KernelServicePortsReported)
+} | {c.event_name for c in ENDING}
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    session_id: str
+    kernel_id: str
+    app: str
+    upstream: str
+    """``host:port`` of the app, as its agent reported it."""
+    owner: str | None
+    """The owner's user id (None: a session from before tenancy, admins only)."""
+    domain: str | None
+    public: bool
+
+
+@dataclass(slots=True)
+class _Session:
+    owner: str | None = None
+    domain: str | None = None
+    kernel_ids: tuple[str, ...] = ()
+    running: bool = False
+    ports: dict[str, tuple[ReportedPort, ...]] = field(default_factory=dict)
+    """Kernel id -> its apps as reported."""
+
+
+class RouteTable(FoldedState):
+    consumer = "appproxy"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: dict[str, _Session] = {}
+        self.ended: set[str] = set()
+
+    def evolve(self, event: StoredEvent) -> None:
+        if event.name not in NAMES:
+            return
+        message = CATALOGUE.decode(event.envelope)
+        sid = event.envelope.aggregate_id
+        if isinstance(message, KernelServicePortsReported):
+            sid = message.session_id
+            if sid not in self.ended:
+                self.sessions.setdefault(sid, _Session()).ports[message.kernel_id] = message.ports
+        elif isinstance(message, ENDING):
+            self.sessions.pop(sid, None)
+            self.ended.add(sid)
+        elif sid in self.ended:
+            return
+        elif isinstance(message, SessionRequested):
+            session = self.sessions.setdefault(sid, _Session())
+            session.kernel_ids = message.kernel_ids
+            if message.owner is not None:
+                session.owner, session.domain = message.owner.user_id, message.owner.domain
+        elif isinstance(message, SessionStarted):
+            self.sessions.setdefault(sid, _Session()).running = True
+        elif isinstance(message, SessionRequeued):
+            session = self.sessions.setdefault(sid, _Session())
+            session.kernel_ids, session.running = message.kernel_ids, False
+            session.ports = {k: p for k, p in session.ports.items() if k in message.kernel_ids}
+
+    def route(self, session_id: str, app: str) -> Route | None:
+        """The route to ``app`` of a running session, if it has one open."""
+        session = self.sessions.get(session_id)
+        if session is None or not session.running:
+            return None
+        order = [*session.kernel_ids, *(k for k in session.ports if k not in session.kernel_ids)]
+        for kernel_id in order:
+            for port in session.ports.get(kernel_id, ()):
+                if port.name == app and _served(port):
+                    return Route(
+                        session_id, kernel_id, app, port.address,
+                        session.owner, session.domain, port.public,
+                    )  # fmt: skip
+        return None
+
+    def routes(self) -> list[Route]:
+        found = []
+        for sid, session in self.sessions.items():
+            names = {p.name for ports in session.ports.values() for p in ports if _served(p)}
+            found += [r for r in (self.route(sid, n) for n in sorted(names)) if r is not None]
+        return found
+
+
+def _served(port: ReportedPort) -> bool:
+    return port.protocol is PortProtocol.HTTP and port.state is PortState.OPEN

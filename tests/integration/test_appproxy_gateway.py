@@ -1,0 +1,67 @@
+"""``startApp`` on the real gateway, opened through a real app proxy: the URL it returns leads
+to the app; a session's app that is not open, or a session that is not running, is refused
+with a sentence that says why."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from events.bus import Bus
+from events.store import EventStore
+from tests.integration.appproxy_support import ALICE, KEY, FakeSession, fake_app, running_proxy
+from tests.integration.gateway_support import Gateway, running_gateway
+from tests.integration.node_support import eventually
+
+START = """mutation($id: ID!, $app: String!) { startApp(sessionId: $id, app: $app) {
+    url expiresAt } }"""
+BASE = "http://proxy.example"
+
+
+@pytest.fixture(scope="module")
+async def gateway(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Gateway]:
+    async with running_gateway(
+        bus, tmp_path_factory.mktemp("apps"), appproxy_url=BASE, appproxy_token_key=KEY
+    ) as gw:
+        yield gw
+
+
+async def test_start_app_gives_a_url_that_opens_the_app(bus: Bus, gateway: Gateway) -> None:
+    async with fake_app() as port, running_proxy(bus) as (proxy, base):
+        session = FakeSession(EventStore(bus))
+        await session.start(ALICE, [("web", port, False)])
+
+        async def started() -> dict[str, Any] | None:
+            body = await gateway.gql(START, id=session.id, app="web")
+            return body["data"]["startApp"] if "errors" not in body else None
+
+        access = await eventually(started, what="startApp to answer")
+        url = urlsplit(access["url"])
+        assert f"{url.scheme}://{url.netloc}" == BASE
+        assert url.path == f"/apps/{session.id}/web/"
+        await proxy.sync()
+        async with httpx.AsyncClient(base_url=base, follow_redirects=True) as client:
+            page = await client.get(f"{url.path}?{url.query}")
+    assert page.status_code == 200
+    assert page.json()["path"] == "/"
+
+
+async def test_start_app_refuses_what_cannot_be_opened(bus: Bus, gateway: Gateway) -> None:
+    session = FakeSession(EventStore(bus))
+    await session.start(ALICE, [("web", 1, False)])
+
+    async def refused(app: str) -> str | None:
+        body = await gateway.gql(START, id=session.id, app=app)
+        if "errors" not in body:
+            return None
+        message = body["errors"][0]["message"]
+        return str(message) if "(it has" in message else None  # once running and reported
+
+    missing = await eventually(lambda: refused("jupyter"), what="a refusal")
+    assert missing == f"session {session.id} has no app 'jupyter' (it has web)"
+    nothing = await gateway.gql(START, id="no-such-session", app="web")
+    assert nothing["errors"][0]["extensions"]["code"] == "not-found"
