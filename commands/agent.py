@@ -84,6 +84,7 @@ class Agent(Aggregate):
         images: Iterable[str] = (),
         resource_group: str = "default",
         volumes: Iterable[str] = (),
+        terminal_url: str = "",
         now: datetime,
     ) -> Agent:
         """The first registration of this machine's agent."""
@@ -102,6 +103,7 @@ class Agent(Aggregate):
             images=_name_set(images),
             resource_group=resource_group,
             volumes=_name_set(volumes),
+            terminal_url=terminal_url,
         )
 
     def reregister(
@@ -116,6 +118,7 @@ class Agent(Aggregate):
         images: Iterable[str] = (),
         resource_group: str = "default",
         volumes: Iterable[str] = (),
+        terminal_url: str = "",
         now: datetime,
     ) -> bool:
         """A restarted agent registers again. Its epoch must grow: a stale incarnation (a
@@ -136,6 +139,7 @@ class Agent(Aggregate):
             images=_name_set(images),
             resource_group=resource_group,
             volumes=_name_set(volumes),
+            terminal_url=terminal_url,
         )
 
     def change_images(self, images: Iterable[str], now: datetime) -> bool:

@@ -1,6 +1,6 @@
 """The ``jetyard`` command line: stream set-up, an embedded dev server, audit replay, the
-AsyncAPI document of the bus, and users' virtual folders (``jetyard vfolder``,
-``jetyard/vfolder_cli.py``)."""
+AsyncAPI document of the bus, a shell in a session (``jetyard shell``, ``jetyard/shell_cli.py``)
+and users' virtual folders (``jetyard vfolder``, ``jetyard/vfolder_cli.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from events.quarantine import Quarantine
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
-from jetyard import vfolder_cli
+from jetyard import shell_cli, vfolder_cli
 from jetyard.natsserver import NatsServer
 from jetyard.runtime import DataDirBusyError, default_data_dir
 from jetyard.serve import SERVICES, serve
@@ -205,6 +205,7 @@ def parser() -> argparse.ArgumentParser:
         "--check", metavar="PATH", help="exit 1, naming what differs, unless this file matches"
     )
     vfolder_cli.add_parser(sub)
+    shell_cli.add_parser(sub)
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
     nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
     nats.add_argument("--port", type=int, default=4222)
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             return _asyncapi(args)
         if args.command == "vfolder":
             return vfolder_cli.run(args)
+        if args.command == "shell":
+            return shell_cli.run(args)
         if args.command == "nats":
             # Blocked so that sigwait() receives them instead of the default handlers.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

@@ -2,7 +2,8 @@
 hands to the proxy and the gateway: the key app tokens are signed with
 (``<data-dir>/appproxy.key``, 0600, made on the first start) and the proxy's port (kept in
 ``<data-dir>/appproxy.port``: 6022 the first time if free, else a free one;
-``JETYARD_APPPROXY_PORT`` replaces it)."""
+``JETYARD_APPPROXY_PORT`` replaces it). The terminal key (``<data-dir>/terminal.key``, 0600)
+signs the proxy's grants to the agent's terminal endpoint: the proxy and the agent get it."""
 
 from __future__ import annotations
 
@@ -19,21 +20,25 @@ DEFAULT_APPPROXY_PORT = 6022
 class AppProxySetup:
     key: str
     port: int
+    terminal_key: str
 
     @classmethod
     def of(cls, data_dir: Path) -> tuple[AppProxySetup, str | None]:
         wanted = int(os.environ.get("JETYARD_APPPROXY_PORT", "0") or 0)
         path = data_dir / "appproxy.port"
         port, warning = kept_port(path, DEFAULT_APPPROXY_PORT, wanted, "app proxy")
-        return cls(kept_key(data_dir, "appproxy.key"), port), warning
+        keys = kept_key(data_dir, "appproxy.key"), kept_key(data_dir, "terminal.key")
+        return cls(keys[0], port, keys[1]), warning
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        """For the proxy and the gateway (which signs its tokens)."""
+        """For the proxy, the gateway (which signs its tokens) and the agent (terminals)."""
         return {
+            "JETYARD_APPPROXY_TERMINAL_KEY": self.terminal_key,
+            "JETYARD_AGENT_TERMINAL_KEY": self.terminal_key,
             "JETYARD_APPPROXY_TOKEN_KEY": self.key,
             "JETYARD_APPPROXY_HOST": "127.0.0.1",
             "JETYARD_APPPROXY_PORT": str(self.port),

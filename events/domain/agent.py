@@ -34,6 +34,10 @@ class AgentRegistered(Event):
     """The storage volumes mounted on the machine (``JETYARD_AGENT_VOLUMES``' names), sorted:
     placement puts a session whose folders lie on a volume only where it is. Empty in older
     events, and then the machine takes no session with folders."""
+    terminal_url: str = ""
+    """Where the agent serves its kernels' terminals (``ws://host:port``; the app proxy alone
+    can open one, with the terminal key). Empty: no terminal endpoint (the simulated backend,
+    no key set, older events)."""
 
 
 @upcaster("AgentRegistered", from_version=1)

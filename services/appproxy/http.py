@@ -1,7 +1,8 @@
 """The app proxy's listener (path mode): ``/apps/<session id>/<app>/<path>`` forwards HTTP and
 WebSocket traffic to the app's reported address, with ``/apps/<session id>/<app>`` stripped
 (``X-Forwarded-Prefix`` says it). Routes come from ``service.AppProxyService``'s fold, the
-rules of who may pass from ``access.py``. No writes; no subjects of its own.
+rules of who may pass from ``access.py``. Every running session's ``terminal`` goes to its main
+kernel's agent with a fresh terminal token. No writes; no subjects of its own.
 
 Unknown route: 404; a session that ended: 410; an app that does not answer: 502.
 """
@@ -13,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlencode
 
 import httpx
 import uvicorn
@@ -31,6 +33,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 
+from schemas import terminal_tokens
 from schemas.app_tokens import COOKIE
 from services.appproxy import access
 from services.appproxy.routes import Route as AppRoute
@@ -82,6 +85,13 @@ def _target(conn: HTTPConnection, route: AppRoute, scheme: str) -> str:
     return f"{scheme}://{route.upstream}{path}" + (f"?{query}" if query else "")
 
 
+def _terminal_target(conn: HTTPConnection, route: AppRoute) -> str:
+    """The main kernel's terminal at its agent, with the size asked (nothing else passes)."""
+    size = {k: conn.query_params[k] for k in ("cols", "rows") if k in conn.query_params}
+    query = urlencode(size)
+    return f"{route.upstream}/kernels/{route.kernel_id}/pty" + (f"?{query}" if query else "")
+
+
 def _route_of(conn: HTTPConnection) -> AppRoute | Response:
     service: AppProxyService = conn.app.state.service
     session_id, app = conn.path_params["session"], conn.path_params["app"]
@@ -126,6 +136,8 @@ async def forward(request: Request) -> Response:
             secure=settings.public_url.startswith("https:"),
         )  # fmt: skip
         return answer
+    if route.app == terminal_tokens.TERMINAL:
+        return PlainTextResponse("the terminal is a WebSocket (jetyard shell)", 400)
     client: httpx.AsyncClient = request.app.state.client
     framed = "content-length" in request.headers or "transfer-encoding" in request.headers
     upstream = client.build_request(
@@ -157,10 +169,25 @@ async def forward_ws(websocket: WebSocket) -> None:
         await _deny(websocket, PlainTextResponse(refused.message, refused.status))
         return
     service: AppProxyService = websocket.app.state.service
+    target, headers = _target(websocket, route, "ws"), _headers(websocket, route, WS_HANDSHAKE)
+    if route.app == terminal_tokens.TERMINAL:
+        terminal_key = service.settings.terminal_key
+        if terminal_key is None:
+            message = "this proxy has no terminal key (JETYARD_APPPROXY_TERMINAL_KEY)"
+            await _deny(websocket, PlainTextResponse(message, 503))
+            return
+        target = _terminal_target(websocket, route)
+        token = terminal_tokens.issue(
+            terminal_key.get_secret_value().encode(), route.kernel_id, now=time.time()
+        )
+        # Only the proxy's own grant reaches the agent, never one a client sent.
+        header = terminal_tokens.HEADER
+        headers = [(k, v) for k, v in headers if k.lower() != header.lower()]
+        headers.append((header, token))
     try:
         upstream = await connect(
-            _target(websocket, route, "ws"),
-            additional_headers=_headers(websocket, route, WS_HANDSHAKE),
+            target,
+            additional_headers=headers,
             subprotocols=websocket.scope.get("subprotocols") or None,
             open_timeout=service.settings.connect_timeout_s, max_size=None,
         )  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from events.catalogue import CATALOGUE
-from events.domain.agent import KernelServicePortsReported
+from events.domain.agent import AgentRegistered, KernelServicePortsReported, KernelStarted
 from events.domain.session import (
     SessionCancelled,
     SessionFailed,
@@ -26,12 +26,20 @@ from events.envelope import StoredEvent
 from events.fold import FoldedState
 from schemas.service_ports import PortProtocol, PortState, ReportedPort
 from schemas.subjects import AggregateType, events_of
+from schemas.terminal_tokens import TERMINAL
 
 SUBJECTS = [events_of(AggregateType.SESSION), events_of(AggregateType.AGENT)]
 ENDING = (SessionTerminating, SessionTerminated, SessionCancelled, SessionFailed)
 NAMES = {
     c.event_name
-    for c in (SessionRequested, SessionStarted, SessionRequeued, KernelServicePortsReported)
+    for c in (
+        SessionRequested,
+        SessionStarted,
+        SessionRequeued,
+        KernelServicePortsReported,
+        AgentRegistered,
+        KernelStarted,
+    )
 } | {c.event_name for c in ENDING}
 
 
@@ -41,7 +49,8 @@ class Route:
     kernel_id: str
     app: str
     upstream: str
-    """``host:port`` of the app, as its agent reported it."""
+    """``host:port`` of the app, as its agent reported it; for the terminal, the base URL of
+    the main kernel's agent's terminal endpoint (``ws://host:port``)."""
     owner: str | None
     """The owner's user id (None: a session from before tenancy, admins only)."""
     domain: str | None
@@ -65,18 +74,29 @@ class RouteTable(FoldedState):
         super().__init__()
         self.sessions: dict[str, _Session] = {}
         self.ended: set[str] = set()
+        self.terminals: dict[str, str] = {}
+        """Agent (node) id -> its terminal endpoint, from its latest registration."""
+        self.nodes: dict[str, str] = {}
+        """Kernel id -> the agent that started it (kernels of sessions not ended)."""
 
     def evolve(self, event: StoredEvent) -> None:
         if event.name not in NAMES:
             return
         message = CATALOGUE.decode(event.envelope)
         sid = event.envelope.aggregate_id
-        if isinstance(message, KernelServicePortsReported):
+        if isinstance(message, AgentRegistered):
+            self.terminals[sid] = message.terminal_url
+        elif isinstance(message, KernelStarted):
+            if message.session_id not in self.ended:
+                self.nodes[message.kernel_id] = sid
+        elif isinstance(message, KernelServicePortsReported):
             sid = message.session_id
             if sid not in self.ended:
                 self.sessions.setdefault(sid, _Session()).ports[message.kernel_id] = message.ports
         elif isinstance(message, ENDING):
-            self.sessions.pop(sid, None)
+            ended = self.sessions.pop(sid, None)
+            for kernel_id in ended.kernel_ids if ended is not None else ():
+                self.nodes.pop(kernel_id, None)
             self.ended.add(sid)
         elif sid in self.ended:
             return
@@ -89,6 +109,8 @@ class RouteTable(FoldedState):
             self.sessions.setdefault(sid, _Session()).running = True
         elif isinstance(message, SessionRequeued):
             session = self.sessions.setdefault(sid, _Session())
+            for kernel_id in set(session.kernel_ids) - set(message.kernel_ids):
+                self.nodes.pop(kernel_id, None)
             session.kernel_ids, session.running = message.kernel_ids, False
             session.ports = {k: p for k, p in session.ports.items() if k in message.kernel_ids}
 
@@ -97,6 +119,8 @@ class RouteTable(FoldedState):
         session = self.sessions.get(session_id)
         if session is None or not session.running:
             return None
+        if app == TERMINAL:
+            return self._terminal(session_id, session)
         order = [*session.kernel_ids, *(k for k in session.ports if k not in session.kernel_ids)]
         for kernel_id in order:
             for port in session.ports.get(kernel_id, ()):
@@ -106,6 +130,14 @@ class RouteTable(FoldedState):
                         session.owner, session.domain, port.public,
                     )  # fmt: skip
         return None
+
+    def _terminal(self, session_id: str, session: _Session) -> Route | None:
+        main = session.kernel_ids[0] if session.kernel_ids else None
+        node = self.nodes.get(main) if main is not None else None
+        url = self.terminals.get(node, "") if node is not None else ""
+        if main is None or not url:
+            return None
+        return Route(session_id, main, TERMINAL, url, session.owner, session.domain, False)
 
     def routes(self) -> list[Route]:
         found = []

@@ -21,6 +21,12 @@ class AppProxySettings(BaseSettings):
         description="HMAC key of app tokens, shared with the gateway "
         "(JETYARD_GATEWAY_APPPROXY_TOKEN_KEY)",
     )
+    terminal_key: SecretStr | None = Field(
+        default=None,
+        min_length=32,
+        description="HMAC key of terminal tokens, shared with the agents "
+        "(JETYARD_AGENT_TERMINAL_KEY); unset: the sessions' terminals answer 503",
+    )
     max_url_token_ttl_s: float = Field(
         default=900.0, gt=0, description="URL tokens whose expiry lies further out are refused"
     )

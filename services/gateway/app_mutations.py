@@ -1,7 +1,8 @@
 """``startApp``: the URL of one of a session's apps through the app proxy, carrying a
 short-lived token (``schemas/app_tokens.py``) that the proxy turns into a cookie for that app.
 The caller must be able to act on the session (its owner, or an admin of its domain); the
-session must be RUNNING and the app reported open over HTTP. Reads the sessions view; writes
+session must be RUNNING and the app reported open over HTTP, or the app ``terminal`` (every
+running session's shell, docs/appproxy.md). Reads the sessions view; writes
 nothing."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from schemas.ids import check_token
 from schemas.service_ports import PortProtocol, PortState
 from schemas.session import SessionStatus
 from schemas.tenancy import Role
+from schemas.terminal_tokens import TERMINAL
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.session_lookup import owner_of, visible_session
 
@@ -60,7 +62,9 @@ class AppMutation:
         if record.status is not SessionStatus.RUNNING:
             raise _refused(f"session {record.id} is {record.status.value}, not RUNNING")
         ports = [p for p in record.service_ports if p.name == app]
-        if not ports:
+        if app == TERMINAL:
+            pass  # every running session has one: a shell through its agent (no port)
+        elif not ports:
             declared = sorted({p.name for p in record.service_ports})
             raise _refused(
                 f"session {record.id} has no app {app!r}"
@@ -69,11 +73,10 @@ class AppMutation:
                 ),
                 "not-found",
             )
-        port = ports[0]
-        if port.protocol is not PortProtocol.HTTP:
-            raise _refused(f"app {app!r} is {port.protocol.value}: only http apps are proxied")
-        if port.state is not PortState.OPEN:
-            raise _refused(f"app {app!r} is {port.state.value}: it never opened its port")
+        elif ports[0].protocol is not PortProtocol.HTTP:
+            raise _refused(f"app {app!r} is {ports[0].protocol.value}: only http apps are proxied")
+        elif ports[0].state is not PortState.OPEN:
+            raise _refused(f"app {app!r} is {ports[0].state.value}: it never opened its port")
         expires = int(time.time() + ctx.settings.appproxy_token_ttl_s)
         admin = principal.is_superadmin or (
             principal.role is Role.ADMIN and owner is not None and owner.domain == principal.domain

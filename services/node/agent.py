@@ -73,8 +73,10 @@ class NodeAgent:
         backend: Backend,
         *,
         clock: Callable[[], datetime] = utc_now,
+        terminal_url: str = "",
     ) -> None:
         self.node_id = backend.node_id
+        self.terminal_url = terminal_url
         self.settings = settings
         self._bus = bus
         self._backend = backend
@@ -171,6 +173,7 @@ class NodeAgent:
             now=self._clock(),
             resource_group=self.settings.resource_group,
             volumes=tuple(self.settings.volumes),  # names only: where they are stays here
+            terminal_url=self.terminal_url,
         )
         log.info(
             "agent %s (%s, %s backend) registered with epoch %d, capacity %s",

@@ -15,6 +15,7 @@ from services.node.backend_docker import DockerBackend
 from services.node.backend_simulated import SimulatedBackend
 from services.node.identity import resolve_node_id
 from services.node.settings import AgentSettings
+from services.node.terminal import serving
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,9 @@ async def run(
         await ensure_streams(bus)
         backend = await open_backend(agent_settings, node_id)
         try:
-            await NodeAgent(bus, agent_settings, backend).run(stop)
+            async with serving(backend, agent_settings) as terminal_url:
+                agent = NodeAgent(bus, agent_settings, backend, terminal_url=terminal_url)
+                await agent.run(stop)
         finally:
             await backend.close()
     finally:

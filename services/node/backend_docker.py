@@ -106,6 +106,11 @@ class DockerBackend:
     def name(self) -> str:
         return "docker"
 
+    @property
+    def docker(self) -> aiodocker.Docker:
+        """The engine's client (the kernels' terminals exec through it: ``terminal.py``)."""
+        return self._docker
+
     async def images(self) -> list[str]:
         listed = await self._docker.images.list()
         tags = {tag for image in listed for tag in (image.get("RepoTags") or [])}

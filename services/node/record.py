@@ -140,6 +140,7 @@ class AgentRecord:
         resource_group: str = "default",
         numa: Iterable[NumaNode] = (),
         volumes: Iterable[str] = (),
+        terminal_url: str = "",
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
 
@@ -151,6 +152,7 @@ class AgentRecord:
                         self.ref.id, epoch=1, hostname=hostname, backend=backend,
                         capacity=capacity, devices=devices, numa=numa, images=images,
                         resource_group=resource_group, volumes=volumes, now=now,
+                        terminal_url=terminal_url,
                     )
                 )  # fmt: skip
             else:
@@ -159,6 +161,7 @@ class AgentRecord:
                     epoch=known.epoch + 1, hostname=hostname, backend=backend,
                     capacity=capacity, devices=devices, numa=numa, images=images,
                     resource_group=resource_group, volumes=volumes, now=now,
+                    terminal_url=terminal_url,
                 )  # fmt: skip
             changes.unit(_cause(), agent)
             return agent.epoch

@@ -9,7 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BackendChoice = Literal["docker", "simulated", "auto"]
@@ -105,4 +105,16 @@ class AgentSettings(BaseSettings):
             "holding GPU shares run as MPS clients with thread and memory limits "
             "(docs/gpus.md); unset: shares are a scheduling promise only"
         ),
+    )
+    terminal_host: str = Field(
+        default="127.0.0.1",
+        description="where the kernels' terminal endpoint listens (Docker backend only); "
+        "the app proxy must reach it there (0.0.0.0: announced under `hostname`)",
+    )
+    terminal_port: int = Field(default=0, ge=0, le=65535, description="0: a free port")
+    terminal_key: SecretStr | None = Field(
+        default=None,
+        min_length=32,
+        description="HMAC key of terminal tokens, shared with the app proxy "
+        "(JETYARD_APPPROXY_TERMINAL_KEY); unset: no terminal endpoint",
     )

@@ -89,9 +89,13 @@ async def fake_app() -> AsyncIterator[int]:
 
 
 @contextlib.asynccontextmanager
-async def running_proxy(bus: Bus) -> AsyncIterator[tuple[AppProxyService, str]]:
+async def running_proxy(
+    bus: Bus, terminal_key: str | None = None
+) -> AsyncIterator[tuple[AppProxyService, str]]:
     """A proxy with its own fold, and its base URL."""
-    settings = AppProxySettings(port=0, token_key=KEY, poll_timeout_s=0.2)
+    settings = AppProxySettings(
+        port=0, token_key=KEY, poll_timeout_s=0.2, terminal_key=terminal_key
+    )
     service = AppProxyService(bus, settings)
     await service.start()
     try:

@@ -1,6 +1,6 @@
 """``startApp`` on the real gateway, opened through a real app proxy: the URL it returns leads
 to the app; a session's app that is not open, or a session that is not running, is refused
-with a sentence that says why."""
+with a sentence that says why; every running session has a terminal."""
 
 from __future__ import annotations
 
@@ -65,3 +65,15 @@ async def test_start_app_refuses_what_cannot_be_opened(bus: Bus, gateway: Gatewa
     assert missing == f"session {session.id} has no app 'jupyter' (it has web)"
     nothing = await gateway.gql(START, id="no-such-session", app="web")
     assert nothing["errors"][0]["extensions"]["code"] == "not-found"
+
+
+async def test_every_running_session_has_a_terminal(bus: Bus, gateway: Gateway) -> None:
+    session = FakeSession(EventStore(bus))
+    await session.start(ALICE, [])  # its image declares no apps
+
+    async def started() -> dict[str, Any] | None:
+        body = await gateway.gql(START, id=session.id, app="terminal")
+        return body["data"]["startApp"] if "errors" not in body else None
+
+    access = await eventually(started, what="startApp to answer")
+    assert urlsplit(access["url"]).path == f"/apps/{session.id}/terminal/"

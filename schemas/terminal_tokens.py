@@ -1,0 +1,118 @@
+"""Terminal tokens: the grant the app proxy signs, for one connection, to a kernel's terminal on
+its agent (``services/node/terminal.py``), and the terminal's control message. Pure; no
+subjects.
+
+A token is ``t1.<payload>.<signature>``: the payload is the compact JSON of ``TerminalClaims``
+(the kernel, the expiry in Unix seconds) in base64url (no padding), the signature
+HMAC-SHA256 of ``t1.<payload>`` under the terminal key the proxy and the agents share. The
+proxy makes a fresh one for each WebSocket it forwards, so a minute is plenty; an agent
+refuses one whose expiry lies further ahead than ``MAX_TTL_S``. Without the key the agent's
+endpoint is of no use: people reach a terminal only through the proxy, which checks them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+TERMINAL = "terminal"
+"""The app name of every running session's terminal (``startApp(session, "terminal")``)."""
+VERSION = "t1"
+HEADER = "X-Jetyard-Terminal-Token"
+"""The request header the proxy sends the token in (never in the URL: URLs end up in logs)."""
+TTL_S = 60
+MAX_TTL_S = 300
+MAX_TOKEN_CHARS = 1024
+_SHAPE = re.compile(r"^t1\.([A-Za-z0-9_-]{1,600})\.([A-Za-z0-9_-]{43})$")
+
+
+class TerminalClaims(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kernel: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    exp: int
+
+
+class TerminalTokenError(Exception):
+    """A token refused: malformed, forged, expired, or too long-lived."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _signature(key: bytes, signed: str) -> bytes:
+    return hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest()
+
+
+def issue(key: bytes, kernel_id: str, *, now: float, ttl_s: int = TTL_S) -> str:
+    claims = TerminalClaims(kernel=kernel_id, exp=int(now) + ttl_s)
+    signed = f"{VERSION}.{_b64(claims.model_dump_json().encode())}"
+    return f"{signed}.{_b64(_signature(key, signed))}"
+
+
+def verify(key: bytes, token: str, *, now: float) -> TerminalClaims:
+    """The claims of a well-signed, unexpired token; ``TerminalTokenError`` otherwise."""
+    shape = _SHAPE.match(token) if len(token) <= MAX_TOKEN_CHARS else None
+    if shape is None:
+        raise TerminalTokenError("the terminal token is malformed")
+    payload, signature = shape.groups()
+    try:
+        given = base64.urlsafe_b64decode(signature + "=")
+        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    except binascii.Error:
+        raise TerminalTokenError("the terminal token is malformed") from None
+    if not hmac.compare_digest(given, _signature(key, f"{VERSION}.{payload}")):
+        raise TerminalTokenError("the terminal token's signature does not match")
+    try:
+        claims = TerminalClaims.model_validate_json(raw)
+    except ValidationError:
+        raise TerminalTokenError("the terminal token's claims cannot be read") from None
+    if claims.exp <= now:
+        raise TerminalTokenError("the terminal token has expired")
+    if claims.exp > now + MAX_TTL_S:
+        raise TerminalTokenError("the terminal token's expiry lies too far ahead")
+    return claims
+
+
+# ---- the terminal's messages -------------------------------------------------------------
+
+MAX_SIZE = 1000
+"""Columns and rows beyond this are refused (a typo, or someone probing)."""
+
+
+def resize_of(text: str) -> tuple[int, int] | None:
+    """``(cols, rows)`` when a text message is a resize (``{"resize": [cols, rows]}``); None
+    when it is input to type."""
+    if not text.startswith("{"):
+        return None
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return None
+    size = message.get("resize") if isinstance(message, dict) and len(message) == 1 else None
+    if not isinstance(size, list) or len(size) != 2:
+        return None
+    cols, rows = size
+    if not all(type(n) is int and 0 < n <= MAX_SIZE for n in (cols, rows)):
+        return None
+    return cols, rows
+
+
+def resize_message(cols: int, rows: int) -> str:
+    return json.dumps({"resize": [cols, rows]})
+
+
+def size_of(query_cols: str | None, query_rows: str | None) -> tuple[int, int] | None:
+    """The size asked in ``?cols=&rows=``; None when absent or not sensible."""
+    try:
+        cols, rows = int(query_cols or ""), int(query_rows or "")
+    except ValueError:
+        return None
+    return (cols, rows) if 0 < cols <= MAX_SIZE and 0 < rows <= MAX_SIZE else None

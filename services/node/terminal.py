@@ -1,0 +1,183 @@
+"""The kernels' terminals on this node (Docker backend): ``/kernels/<kernel id>/pty?cols=&rows=``
+is a WebSocket to a shell in the kernel's container, run by the engine's exec API with a TTY,
+so nothing is needed in the image but ``/bin/sh`` (``bash`` when it has one). Reads and writes
+no subjects; talks to the local engine only.
+
+Only the app proxy opens one: a request must carry a terminal token (``schemas/
+terminal_tokens.py``, header ``X-Jetyard-Terminal-Token``) signed with the terminal key and
+naming that kernel (401 without, 403 for another kernel; 404 when the kernel has no running
+container here). Output goes out as binary frames (a frame may end inside a UTF-8 character);
+a text frame ``{"resize": [cols, rows]}`` resizes the TTY, any other frame is typed. When the
+shell ends the WebSocket closes (1000); when the WebSocket closes the shell is sent Ctrl-C then
+Ctrl-D (the engine keeps an exec running after its client has gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import aiodocker
+import uvicorn
+from aiodocker.execs import Exec
+from aiodocker.stream import Stream
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from schemas.terminal_tokens import HEADER, TerminalTokenError, resize_of, size_of, verify
+from services.node.backend import Backend
+from services.node.backend_docker import DockerBackend
+from services.node.settings import AgentSettings
+
+log = logging.getLogger(__name__)
+
+SHELL = ["/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"]
+ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
+HANG_UP = b"\x03\x04"
+"""Typed when the client goes: end whatever runs in the foreground, then the shell."""
+
+
+async def pty(websocket: WebSocket) -> None:
+    backend: DockerBackend = websocket.app.state.backend
+    key: bytes = websocket.app.state.key
+    kernel_id = websocket.path_params["kernel"]
+    try:
+        claims = verify(key, websocket.headers.get(HEADER, ""), now=time.time())
+    except TerminalTokenError as exc:
+        await _deny(websocket, 401, str(exc))
+        return
+    if claims.kernel != kernel_id:
+        await _deny(websocket, 403, "this terminal token is for another kernel")
+        return
+    found = [
+        c for c in await backend.containers() if c.kernel_id == kernel_id and c.status == "running"
+    ]
+    if not found:
+        await _deny(websocket, 404, f"kernel {kernel_id} does not run here")
+        return
+    container = backend.docker.containers.container(found[0].container_id)
+    try:
+        shell = await container.exec(SHELL, stdin=True, tty=True, environment=ENV)
+    except aiodocker.DockerError as exc:
+        await _deny(websocket, 502, f"the engine refused a shell: {exc.message}")
+        return
+    await websocket.accept()
+    size = size_of(websocket.query_params.get("cols"), websocket.query_params.get("rows"))
+    async with shell.start() as stream:
+        if size is not None:
+            await _resize(shell, *size, tries=20)
+        client_left = await _relay(websocket, shell, stream)
+        if client_left:
+            with contextlib.suppress(RuntimeError, OSError):
+                await stream.write_in(HANG_UP)
+    with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # gone already
+        await websocket.close(code=1000)
+
+
+async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
+    """Relay until one side ends; whether it was the client."""
+
+    async def inbound() -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is not None:
+                    size = resize_of(text)
+                    if size is not None:
+                        await _resize(shell, *size)
+                        continue
+                    await stream.write_in(text.encode())
+                else:
+                    await stream.write_in(message.get("bytes") or b"")
+
+    async def outbound() -> None:
+        while (message := await stream.read_out()) is not None:
+            await websocket.send_bytes(message.data)
+
+    client = asyncio.create_task(inbound())
+    tasks = {client, asyncio.create_task(outbound())}
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return client in done
+
+
+async def _resize(shell: Exec, cols: int, rows: int, *, tries: int = 1) -> None:
+    # Right after the start the engine may not have the process yet (409/500): try again.
+    for attempt in range(tries):
+        try:
+            await shell.resize(w=cols, h=rows)
+            return
+        except aiodocker.DockerError as exc:
+            if attempt == tries - 1:
+                log.info("terminal: resize to %dx%d refused: %s", cols, rows, exc.message)
+                return
+            await asyncio.sleep(0.05)
+
+
+async def _deny(websocket: WebSocket, status: int, message: str) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(PlainTextResponse(message, status))
+    else:
+        await websocket.close(code=4000 + status)
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # signals are the agent's: its entry point stops everything, this server too
+
+
+def create_app(backend: DockerBackend, key: bytes) -> Starlette:
+    app = Starlette(routes=[WebSocketRoute("/kernels/{kernel}/pty", pty)])
+    app.state.backend, app.state.key = backend, key
+    return app
+
+
+@contextlib.asynccontextmanager
+async def serving(backend: Backend, settings: AgentSettings) -> AsyncIterator[str]:
+    """Serve the terminals for the time of the block; yields their base URL (``ws://host:port``,
+    what ``AgentRegistered.terminal_url`` says), or "" when this agent serves none (no
+    terminal key, or not the Docker backend)."""
+    if settings.terminal_key is None or not isinstance(backend, DockerBackend):
+        yield ""
+        return
+    app = create_app(backend, settings.terminal_key.get_secret_value().encode())
+    config = uvicorn.Config(
+        app, host=settings.terminal_host, port=settings.terminal_port, lifespan="off",
+        access_log=False, log_level="warning", ws="websockets-sansio",
+    )  # fmt: skip
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(), name="agent:terminals")
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError(
+                    f"the terminal endpoint did not start on "
+                    f"{settings.terminal_host}:{settings.terminal_port}"
+                )
+            await asyncio.sleep(0.02)
+        port = int(server.servers[0].sockets[0].getsockname()[1])
+        host = settings.terminal_host
+        if host in ("0.0.0.0", "::", ""):
+            host = settings.hostname
+        if ":" in host:
+            host = f"[{host}]"
+        url = f"ws://{host}:{port}"
+        log.info("agent: kernels' terminals at %s", url)
+        yield url
+    finally:
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
