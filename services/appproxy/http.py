@@ -50,6 +50,9 @@ WS_HANDSHAKE = frozenset({
     "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
     "sec-websocket-protocol", "content-length",
 })  # fmt: skip
+WHOLE_BODY_BYTES = 64 * 1024
+"""An answer that says it is no longer is read whole before it is passed on; longer or
+unsized ones are streamed."""
 ENDED_CLOSE = 1001
 """The close code a WebSocket gets when its session ends (going away)."""
 
@@ -150,12 +153,30 @@ async def forward(request: Request) -> Response:
         log.info("appproxy: %s/%s did not answer: %r", route.session_id, route.app, exc)
         return PlainTextResponse(f"the app {route.app} does not answer", status_code=502)
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP_BY_HOP]
-    proxied = StreamingResponse(
-        response.aiter_raw(), status_code=response.status_code,
-        background=BackgroundTask(response.aclose),
-    )  # fmt: skip
+    proxied: Response
+    if _small(response):
+        # Read whole and sent in one piece: no streaming task per request for what most
+        # requests get (pages, API answers, small files). Raw bytes, never decoded.
+        try:
+            body = b"".join([chunk async for chunk in response.aiter_raw()])
+        except httpx.HTTPError as exc:
+            log.info("appproxy: %s/%s broke off: %r", route.session_id, route.app, exc)
+            return PlainTextResponse(f"the app {route.app} broke off", status_code=502)
+        finally:
+            await response.aclose()
+        proxied = Response(body, status_code=response.status_code)
+    else:
+        proxied = StreamingResponse(
+            response.aiter_raw(), status_code=response.status_code,
+            background=BackgroundTask(response.aclose),
+        )  # fmt: skip
     proxied.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return proxied
+
+
+def _small(response: httpx.Response) -> bool:
+    length = response.headers.get("content-length", "")
+    return length.isdigit() and int(length) <= WHOLE_BODY_BYTES
 
 
 async def forward_ws(websocket: WebSocket) -> None:
@@ -274,6 +295,8 @@ def create_app(service: AppProxyService) -> Starlette:
 
 def server(service: AppProxyService) -> uvicorn.Server:
     settings = service.settings
+    # httpx logs every request at INFO: a line per proxied request costs CPU and fills the log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     config = uvicorn.Config(
         create_app(service), host=settings.host, port=settings.port, lifespan="on",
         access_log=False, log_level="info", timeout_graceful_shutdown=5,
