@@ -12,20 +12,20 @@ is set (``allows``).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import re
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.sealed import SealError, seal, unseal
 from schemas.service_ports import NAME_PATTERN
 
 VERSION = "a1"
-MAX_TOKEN_CHARS = 2048
-_SHAPE = re.compile(r"^a1\.([A-Za-z0-9_-]{1,1500})\.([A-Za-z0-9_-]{43})$")
+MAX_PAYLOAD_CHARS = 1500
+_REFUSED = {
+    "malformed": "the app token is malformed",
+    "forged": "the app token's signature does not match",
+    "unreadable": "the app token's claims cannot be read",
+}
 COOKIE = "jetyard_app"
 """The cookie's name; its ``Path`` (``/apps/<session>/<app>/``) keeps one per app."""
 
@@ -58,40 +58,16 @@ class AppTokenError(Exception):
     """A token refused (always 401: the caller has to ask ``startApp`` again)."""
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _signature(key: bytes, signed: str) -> bytes:
-    return hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest()
-
-
 def issue(key: bytes, claims: AppClaims) -> str:
-    payload = _b64(claims.model_dump_json(exclude_defaults=True).encode())
-    signed = f"{VERSION}.{payload}"
-    return f"{signed}.{_b64(_signature(key, signed))}"
+    return seal(key, VERSION, claims)
 
 
 def verify(key: bytes, token: str, *, now: float, kind: TokenKind, max_ttl_s: float) -> AppClaims:
     """The claims of a well-signed, unexpired token of ``kind``; ``AppTokenError`` otherwise."""
-    shape = _SHAPE.match(token) if len(token) <= MAX_TOKEN_CHARS else None
-    if shape is None:
-        raise AppTokenError("the app token is malformed")
-    payload, signature = shape.groups()
     try:
-        given = _unb64(signature)
-    except binascii.Error:
-        raise AppTokenError("the app token is malformed") from None
-    if not hmac.compare_digest(given, _signature(key, f"{VERSION}.{payload}")):
-        raise AppTokenError("the app token's signature does not match")
-    try:
-        claims = AppClaims.model_validate_json(_unb64(payload))
-    except (ValidationError, binascii.Error):
-        raise AppTokenError("the app token's claims cannot be read") from None
+        claims = unseal(key, VERSION, token, AppClaims, max_payload=MAX_PAYLOAD_CHARS)
+    except SealError as exc:
+        raise AppTokenError(_REFUSED[exc.reason]) from None
     if claims.kind is not kind:
         raise AppTokenError(f"a {claims.kind.value} token cannot be used as a {kind.value} token")
     if claims.exp <= now:

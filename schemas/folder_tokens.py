@@ -11,22 +11,22 @@ register of one-use tokens are in ``services/storage/tokens.py``. Pure.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import re
 import secrets
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from schemas.folder_paths import FolderPath, UnsafePath, parse_path
+from schemas.folder_paths import FolderPath, parse_path
 from schemas.ids import Token
+from schemas.sealed import SealError, seal, unseal
 
 VERSION = "v1"
-MAX_TOKEN_CHARS = 4096
-_SHAPE = re.compile(r"^v1\.([A-Za-z0-9_-]{1,3000})\.([A-Za-z0-9_-]{43})$")
+MAX_PAYLOAD_CHARS = 3000
+_REFUSED = {
+    "malformed": "the token is malformed",
+    "forged": "the token's signature does not match",
+    "unreadable": "the token's claims cannot be read",
+}
 
 
 class Operation(StrEnum):
@@ -77,40 +77,16 @@ class TokenError(Exception):
         self.code, self.status, self.message = code, status, message
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _signature(key: bytes, signed: str) -> bytes:
-    return hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest()
-
-
 def issue(key: bytes, claims: Claims) -> str:
-    payload = _b64(claims.model_dump_json(exclude_defaults=True).encode())
-    signed = f"{VERSION}.{payload}"
-    return f"{signed}.{_b64(_signature(key, signed))}"
+    return seal(key, VERSION, claims)
 
 
 def verify(key: bytes, token: str, *, now: float, max_ttl_s: float) -> Claims:
     """The claims of a well-signed, unexpired token; ``TokenError`` otherwise."""
-    shape = _SHAPE.match(token) if len(token) <= MAX_TOKEN_CHARS else None
-    if shape is None:
-        raise TokenError("token_invalid", 401, "the token is malformed")
-    payload, signature = shape.groups()
     try:
-        given = _unb64(signature)
-    except binascii.Error:
-        raise TokenError("token_invalid", 401, "the token is malformed") from None
-    if not hmac.compare_digest(given, _signature(key, f"{VERSION}.{payload}")):
-        raise TokenError("token_invalid", 401, "the token's signature does not match")
-    try:
-        claims = Claims.model_validate_json(_unb64(payload))
-    except (ValidationError, binascii.Error, UnsafePath):
-        raise TokenError("token_invalid", 401, "the token's claims cannot be read") from None
+        claims = unseal(key, VERSION, token, Claims, max_payload=MAX_PAYLOAD_CHARS)
+    except SealError as exc:
+        raise TokenError("token_invalid", 401, _REFUSED[exc.reason]) from None
     if claims.exp <= now:
         raise TokenError("token_expired", 401, "the token has expired: ask the API for a new one")
     if claims.exp > now + max_ttl_s:

@@ -12,14 +12,11 @@ endpoint is of no use: people reach a terminal only through the proxy, which che
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import json
-import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.sealed import SealError, seal, unseal
 
 TERMINAL = "terminal"
 """The app name of every running session's terminal (``startApp(session, "terminal")``)."""
@@ -28,8 +25,12 @@ HEADER = "X-Jetyard-Terminal-Token"
 """The request header the proxy sends the token in (never in the URL: URLs end up in logs)."""
 TTL_S = 60
 MAX_TTL_S = 300
-MAX_TOKEN_CHARS = 1024
-_SHAPE = re.compile(r"^t1\.([A-Za-z0-9_-]{1,600})\.([A-Za-z0-9_-]{43})$")
+MAX_PAYLOAD_CHARS = 600
+_REFUSED = {
+    "malformed": "the terminal token is malformed",
+    "forged": "the terminal token's signature does not match",
+    "unreadable": "the terminal token's claims cannot be read",
+}
 
 
 class TerminalClaims(BaseModel):
@@ -43,37 +44,16 @@ class TerminalTokenError(Exception):
     """A token refused: malformed, forged, expired, or too long-lived."""
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _signature(key: bytes, signed: str) -> bytes:
-    return hmac.new(key, signed.encode("ascii"), hashlib.sha256).digest()
-
-
 def issue(key: bytes, kernel_id: str, *, now: float, ttl_s: int = TTL_S) -> str:
-    claims = TerminalClaims(kernel=kernel_id, exp=int(now) + ttl_s)
-    signed = f"{VERSION}.{_b64(claims.model_dump_json().encode())}"
-    return f"{signed}.{_b64(_signature(key, signed))}"
+    return seal(key, VERSION, TerminalClaims(kernel=kernel_id, exp=int(now) + ttl_s))
 
 
 def verify(key: bytes, token: str, *, now: float) -> TerminalClaims:
     """The claims of a well-signed, unexpired token; ``TerminalTokenError`` otherwise."""
-    shape = _SHAPE.match(token) if len(token) <= MAX_TOKEN_CHARS else None
-    if shape is None:
-        raise TerminalTokenError("the terminal token is malformed")
-    payload, signature = shape.groups()
     try:
-        given = base64.urlsafe_b64decode(signature + "=")
-        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-    except binascii.Error:
-        raise TerminalTokenError("the terminal token is malformed") from None
-    if not hmac.compare_digest(given, _signature(key, f"{VERSION}.{payload}")):
-        raise TerminalTokenError("the terminal token's signature does not match")
-    try:
-        claims = TerminalClaims.model_validate_json(raw)
-    except ValidationError:
-        raise TerminalTokenError("the terminal token's claims cannot be read") from None
+        claims = unseal(key, VERSION, token, TerminalClaims, max_payload=MAX_PAYLOAD_CHARS)
+    except SealError as exc:
+        raise TerminalTokenError(_REFUSED[exc.reason]) from None
     if claims.exp <= now:
         raise TerminalTokenError("the terminal token has expired")
     if claims.exp > now + MAX_TTL_S:
