@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -72,12 +73,18 @@ def owner_only(path: Path, text: str) -> None:
     os.chmod(path, 0o600)
 
 
+def kept_secret(data_dir: Path, name: str, make: Callable[[], str] | None = None) -> str:
+    """A secret kept in ``<data-dir>/<name>`` (owner-only), made on first use by ``make``
+    (default: 48 random bytes, URL-safe)."""
+    path = data_dir / name
+    if not path.exists():
+        owner_only(path, (make or (lambda: secrets.token_urlsafe(48)))() + "\n")
+    return path.read_text().strip()
+
+
 def secrets_key(data_dir: Path) -> str:
     """The data directory's secrets key, made on first use."""
-    path = data_dir / "secrets.key"
-    if not path.exists():
-        owner_only(path, SecretVault.generate_key().decode() + "\n")
-    return path.read_text().strip()
+    return kept_secret(data_dir, "secrets.key", lambda: SecretVault.generate_key().decode())
 
 
 def cluster_id(data_dir: Path) -> str:
@@ -97,10 +104,7 @@ def cluster_id(data_dir: Path) -> str:
 def nats_token(data_dir: Path) -> str:
     """The stack's NATS token, made on the first start and kept (owner-only): agents on other
     machines given it keep working across restarts of ``jetyard up``."""
-    path = data_dir / "nats.token"
-    if not path.exists():
-        owner_only(path, secrets.token_urlsafe(24) + "\n")
-    return path.read_text().strip()
+    return kept_secret(data_dir, "nats.token", lambda: secrets.token_urlsafe(24))
 
 
 def _pending(data_dir: Path, key: bytes) -> AdminCredentials:

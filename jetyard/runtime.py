@@ -90,30 +90,52 @@ def stop_orphaned_server(pidfile: Path, *, timeout: float = 10.0) -> int | None:
     return pid
 
 
-def kept_nats_port(data_dir: Path, wanted: int) -> tuple[int, str | None]:
-    """The NATS port for this start, and a warning when it is not the kept one.
+def kept_port(path: Path, wanted: int = 0, default: int | None = None) -> tuple[int, int | None]:
+    """The port to use this start, and the kept one when it could not be used.
 
-    The port is kept in ``<data-dir>/nats.port`` (made on the first start, replaced by an
-    explicit ``--nats-port``) so that agents on other machines, given ``nats.env`` once,
-    reconnect after ``jetyard up`` restarts. A kept port another program took is not stolen:
-    this start uses a free one and says so, and the kept one stays kept for the next start.
-    """
-    path = data_dir / "nats.port"
+    The port is kept in ``path``: made on the first start (``default`` if it is free, else a
+    free one), replaced by an explicit ``wanted`` one. A kept port another program took is not
+    stolen: this start uses a free one, and the kept one stays kept for the next start."""
     if wanted:
         path.write_text(f"{wanted}\n")
         return wanted, None
     try:
         kept = int(path.read_text().strip())
     except (OSError, ValueError):
-        kept = free_port()
+        kept = default if default is not None and port_is_free(default) else free_port()
         path.write_text(f"{kept}\n")
         return kept, None
     if port_is_free(kept):
         return kept, None
-    instead = free_port()
-    return instead, (
-        f"the NATS port {kept} (kept in {path}) is taken by another program; using {instead} "
-        f"this time: agents on other machines cannot rejoin until {kept} is free again "
+    return free_port(), kept
+
+
+def kept_service_port(
+    data_dir: Path, name: str, default: int, wanted: int = 0, what: str = ""
+) -> tuple[int, str | None]:
+    """A service's port kept in ``<data-dir>/<name>.port`` (``kept_port``), and a
+    warning when the kept one is taken this time."""
+    path = data_dir / f"{name}.port"
+    port, taken = kept_port(path, wanted, default)
+    if taken is None:
+        return port, None
+    said = what or name
+    return port, f"the {said} port {taken} (kept in {path}) is taken; using {port} this time"
+
+
+def kept_nats_port(data_dir: Path, wanted: int) -> tuple[int, str | None]:
+    """The NATS port for this start, and a warning when it is not the kept one.
+
+    The port is kept in ``<data-dir>/nats.port`` (``kept_port``) so that agents on other
+    machines, given ``nats.env`` once, reconnect after ``jetyard up`` restarts.
+    """
+    path = data_dir / "nats.port"
+    port, taken = kept_port(path, wanted)
+    if taken is None:
+        return port, None
+    return port, (
+        f"the NATS port {taken} (kept in {path}) is taken by another program; using {port} "
+        f"this time: agents on other machines cannot rejoin until {taken} is free again "
         f"(or give them the new nats.env)"
     )
 

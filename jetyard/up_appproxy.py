@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from jetyard.up_storage import kept_key, kept_port
+from jetyard.bootstrap import kept_secret
+from jetyard.runtime import kept_service_port
 
 DEFAULT_APPPROXY_PORT = 6022
 
@@ -25,9 +26,10 @@ class AppProxySetup:
     @classmethod
     def of(cls, data_dir: Path) -> tuple[AppProxySetup, str | None]:
         wanted = int(os.environ.get("JETYARD_APPPROXY_PORT", "0") or 0)
-        path = data_dir / "appproxy.port"
-        port, warning = kept_port(path, DEFAULT_APPPROXY_PORT, wanted, "app proxy")
-        keys = kept_key(data_dir, "appproxy.key"), kept_key(data_dir, "terminal.key")
+        port, warning = kept_service_port(
+            data_dir, "appproxy", DEFAULT_APPPROXY_PORT, wanted, "app proxy"
+        )
+        keys = kept_secret(data_dir, "appproxy.key"), kept_secret(data_dir, "terminal.key")
         return cls(keys[0], port, keys[1]), warning
 
     @property

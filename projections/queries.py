@@ -81,18 +81,19 @@ class NodeView:
     images: tuple[str, ...]
 
 
-def encode_cursor(created_seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR}{created_seq}".encode()).decode()
+def encode_cursor(created_seq: int, kind: str = _CURSOR) -> str:
+    """A Relay cursor: the row's creation sequence behind the ``kind`` of list it pages."""
+    return base64.urlsafe_b64encode(f"{kind}{created_seq}".encode()).decode()
 
 
-def decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str, kind: str = _CURSOR) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor.encode()).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise InvalidCursorError(f"cursor {cursor!r} is not valid") from None
-    if not text.startswith(_CURSOR) or not text[len(_CURSOR) :].isdigit():
+    if not text.startswith(kind) or not text[len(kind) :].isdigit():
         raise InvalidCursorError(f"cursor {cursor!r} is not valid")
-    return int(text[len(_CURSOR) :])
+    return int(text[len(kind) :])
 
 
 async def list_sessions(

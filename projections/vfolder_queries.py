@@ -5,15 +5,13 @@ live sessions mounting a folder. Reads only the view's tables (``vfolders``,
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Select, and_, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from projections.queries import InvalidCursorError
+from projections import queries
 from projections.vfolder_tables import FolderRecord, from_row, tables
 from schemas.vfolder import FolderStatus, OwnerKind
 
@@ -43,17 +41,11 @@ class FolderPage:
 
 
 def encode_cursor(created_seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR}{created_seq}".encode()).decode()
+    return queries.encode_cursor(created_seq, _CURSOR)
 
 
 def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidCursorError(f"cursor {cursor!r} is not valid") from None
-    if not text.startswith(_CURSOR) or not text[len(_CURSOR) :].isdigit():
-        raise InvalidCursorError(f"cursor {cursor!r} is not valid")
-    return int(text[len(_CURSOR) :])
+    return queries.decode_cursor(cursor, _CURSOR)
 
 
 def _in_scope(scope: Scope) -> ColumnElement[bool] | None:
