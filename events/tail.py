@@ -1,4 +1,5 @@
-"""Read ``JY_EVENTS`` in order from a sequence, in batches: the ordered-consumer reader.
+"""Read ``JY_EVENTS`` (or another stream, e.g. ``JY_OUTPUT``) in order from a sequence, in
+batches: the ordered-consumer reader.
 
 Reads ``ev.>`` (or narrower filters) through an ephemeral pull consumer with no acks, fetched
 up to 256 messages at a time. It is "ordered" the way nats' ordered consumers are: it tracks the
@@ -35,15 +36,18 @@ class Tail:
         subjects: list[str] | None = None,
         batch: int = 256,
         names: frozenset[str] | None = None,
+        stream: str = EVENTS_STREAM,
     ) -> None:
         self._bus = bus
+        self._stream = stream
         self._subjects = subjects or [events_of()]
         self._batch = batch
         self._names = names
         self.position = max(from_seq, 1) - 1
         """The last stream sequence delivered (or skipped by the name filter)."""
         self.pending = -1
-        """Messages the consumer still had after the last delivered one (-1: not known yet)."""
+        """Messages the consumer still had after the last delivered one, or when it was opened
+        (-1: not known yet)."""
         self._sub: JetStreamContext.PullSubscription | None = None
         self._consumer: str | None = None
         self._consumer_seq = 0
@@ -61,8 +65,9 @@ class Tail:
         )
         self._consumer_seq = 0
         self._consumer = config.name = self._bus.nc.new_inbox().rsplit(".", 1)[1]
-        await self._bus.js.add_consumer(EVENTS_STREAM, config)
-        self._sub = await self._bus.js.pull_subscribe_bind(self._consumer, stream=EVENTS_STREAM)
+        info = await self._bus.js.add_consumer(self._stream, config)
+        self.pending = int(info.num_pending or 0)
+        self._sub = await self._bus.js.pull_subscribe_bind(self._consumer, stream=self._stream)
         return self._sub
 
     async def _reset(self, why: str) -> None:
@@ -115,7 +120,7 @@ class Tail:
             # Ephemeral consumers also expire on their own (inactive_threshold); deleting
             # them now keeps the server's consumer count flat when readers come and go.
             with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-                await self._bus.js.delete_consumer(EVENTS_STREAM, consumer)
+                await self._bus.js.delete_consumer(self._stream, consumer)
 
 
 def _name(msg: Msg) -> str | None:

@@ -9,17 +9,13 @@ lines it gets (``OutputChunk.dropped``), and the text forms say it in a marker l
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import nats.errors
-import nats.js.errors
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
-
 from events.bus import Bus
+from events.direct import RawMessage
 from events.store import EventStore
+from events.tail import Tail
 from events.writes import AggregateRef
 from schemas.session import TERMINAL_STATUSES
 from schemas.subjects import (
@@ -49,70 +45,29 @@ def dropped_marker(count: int) -> str:
 
 class OutputReader:
     """One session's (or one kernel's) output in stream order, from line ``since`` of each
-    kernel. Ordered the way ``events.tail.Tail`` is: a skipped consumer sequence or a lost
-    consumer reopens it after the last stream sequence delivered."""
+    kernel, read through an ``events.tail.Tail`` on ``JY_OUTPUT``."""
 
     def __init__(
         self, bus: Bus, session_id: str, kernel_id: str | None = None, since: int = 0
     ) -> None:
-        self._bus = bus
-        self._filter = outputs_of(session_id, kernel_id)
+        self._tail = Tail(bus, subjects=[outputs_of(session_id, kernel_id)], stream=OUTPUT_STREAM)
         self._since = since
         self._next: dict[str, int] = {}  # kernel id -> next line wanted
-        self._position = 0  # last stream sequence delivered
-        self._consumer_seq = 0
-        self._consumer: str | None = None
-        self._sub: JetStreamContext.PullSubscription | None = None
-        self.pending = -1
-        """Messages the consumer holds beyond the last delivered one (-1: not opened yet)."""
 
-    async def _open(self) -> JetStreamContext.PullSubscription:
-        config = api.ConsumerConfig(
-            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE
-            if self._position
-            else api.DeliverPolicy.ALL,
-            opt_start_seq=self._position + 1 if self._position else None,
-            ack_policy=api.AckPolicy.NONE,
-            inactive_threshold=60.0,
-            mem_storage=True,
-            num_replicas=1,
-            filter_subject=self._filter,
-        )
-        self._consumer_seq = 0
-        self._consumer = config.name = self._bus.nc.new_inbox().rsplit(".", 1)[1]
-        info = await self._bus.js.add_consumer(OUTPUT_STREAM, config)
-        self.pending = int(info.num_pending or 0)
-        self._sub = await self._bus.js.pull_subscribe_bind(self._consumer, stream=OUTPUT_STREAM)
-        return self._sub
+    @property
+    def pending(self) -> int:
+        """Messages the consumer holds beyond the last delivered one (-1: not opened yet)."""
+        return self._tail.pending
 
     async def fetch(self, timeout: float) -> list[OutputChunk]:
         """The next messages' lines (those from ``since`` on); [] if none came in ``timeout``."""
-        sub = self._sub or await self._open()
-        try:
-            msgs = await sub.fetch(256, timeout=timeout)
-        except TimeoutError:
-            return []
-        except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError):
-            await self.close()  # the consumer is gone (server restart, inactivity): reopen
-            return []
-        chunks: list[OutputChunk] = []
-        for msg in msgs:
-            meta = msg.metadata
-            if meta.sequence.consumer != self._consumer_seq + 1:
-                await self.close()
-                break
-            self._consumer_seq = meta.sequence.consumer
-            self._position = meta.sequence.stream
-            self.pending = meta.num_pending
-            chunk = self._chunk(msg)
-            if chunk is not None:
-                chunks.append(chunk)
-        return chunks
+        chunks = (self._chunk(message) for message in await self._tail.fetch_raw(timeout))
+        return [chunk for chunk in chunks if chunk is not None]
 
-    def _chunk(self, msg: Msg) -> OutputChunk | None:
-        kernel_id = msg.subject.rsplit(".", 1)[1]
-        first = int((msg.headers or {}).get(OUTPUT_LINE_HEADER, "0"))
-        lines = msg.data.decode(errors="replace").split("\n")[:-1]
+    def _chunk(self, message: RawMessage) -> OutputChunk | None:
+        kernel_id = message.subject.rsplit(".", 1)[1]
+        first = int(message.headers.get(OUTPUT_LINE_HEADER, "0"))
+        lines = message.data.decode(errors="replace").split("\n")[:-1]
         wanted = self._next.get(kernel_id, self._since)
         if first + len(lines) <= wanted:
             return None
@@ -122,22 +77,13 @@ class OutputReader:
 
     async def caught_up(self) -> list[OutputChunk]:
         """Everything in the stream now (from ``since``), without waiting for more."""
-        if self._sub is None:
-            await self._open()
-        chunks: list[OutputChunk] = []
+        chunks = await self.fetch(1.0)
         while self.pending != 0:
             chunks += await self.fetch(1.0)
         return chunks
 
     async def close(self) -> None:
-        sub, self._sub = self._sub, None
-        consumer, self._consumer = self._consumer, None
-        if sub is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
-        if consumer is not None and not self._bus.nc.is_closed:
-            with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-                await self._bus.js.delete_consumer(OUTPUT_STREAM, consumer)
+        await self._tail.close()
 
 
 async def session_ended(bus: Bus, session_id: str) -> bool:
