@@ -15,13 +15,10 @@ from graphql import GraphQLError
 from strawberry.types import Info
 
 from commands.authorisation import can_act_on_session
-from events.store import EventStore
-from events.writes import AggregateRef
 from schemas.ids import check_token
-from schemas.subjects import AggregateType
-from schemas.tenancy import SessionOwner
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.output_feed import OutputChunk, dropped_marker, live_output
+from services.gateway.session_lookup import owner_on_log
 
 
 @strawberry.type(description="Lines one kernel printed (stdout and stderr, interleaved).")
@@ -69,7 +66,7 @@ class OutputSubscription:
             raise GraphQLError(f"since must not be negative, got {since}")
         ctx = ctx_of(info)
         # From the log, not the view: a session created a moment ago may not be there yet.
-        if not can_act_on_session(who(info), await _owner_on_log(ctx, session_id)):
+        if not can_act_on_session(who(info), await owner_on_log(ctx, session_id)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         async for chunk in live_output(ctx.bus, session_id, kernel_id, since):
             # A principal whose keypair or account was deactivated meanwhile gets no more.
@@ -77,12 +74,3 @@ class OutputSubscription:
             if principal is None or ctx.directory.principal(principal.actor) is None:
                 raise GraphQLError("your credentials are no longer valid")
             yield KernelOutput.of(chunk)
-
-
-async def _owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:
-    """The owner its first event names; raises "no session" if there is no first event."""
-    history = await EventStore(ctx.bus).read(AggregateRef(AggregateType.SESSION, session_id))
-    if not history.events:
-        raise GraphQLError(f"there is no session {session_id}", extensions={"code": "not-found"})
-    requested = history.events[0].envelope.payload.get("owner")
-    return None if requested is None else SessionOwner.model_validate(requested)

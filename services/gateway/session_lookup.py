@@ -1,15 +1,20 @@
 """How a session resolver finds a session: the owner its view row names, and the session only
-if the caller may read it (another tenant's looks like none). Reads the sessions view."""
+if the caller may read it (another tenant's looks like none); for subscriptions, the owner the
+session's first event names. Reads the sessions view and the session's events."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from graphql import GraphQLError
 from strawberry.types import Info
 
 from commands.authorisation import can_read_session
+from events.store import EventStore
+from events.writes import AggregateRef
 from projections.queries import SessionView
 from projections.session_tables import SessionRecord
+from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 from services.gateway.context import Context, ctx_of, who
 
@@ -32,3 +37,13 @@ async def visible_session(info: Info[Context, Any], session_id: str) -> SessionV
     if view is None or not can_read_session(principal, owner_of(view.record)):
         return None
     return view
+
+
+async def owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:
+    """The owner a session's first event names (subscriptions read the log, not the view,
+    which may lag); raises "no session" if there is no first event."""
+    history = await EventStore(ctx.bus).read(AggregateRef(AggregateType.SESSION, session_id))
+    if not history.events:
+        raise GraphQLError(f"there is no session {session_id}", extensions={"code": "not-found"})
+    requested = history.events[0].envelope.payload.get("owner")
+    return None if requested is None else SessionOwner.model_validate(requested)
