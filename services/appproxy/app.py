@@ -8,13 +8,13 @@ Reads ``ev.session.*`` and ``ev.agent.*`` (see ``service.py``); writes nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from events.bus import connect, ensure_streams
 from schemas.settings import NatsSettings
 from services.appproxy import http
 from services.appproxy.service import AppProxyService
 from services.appproxy.settings import AppProxySettings
+from services.serving import serve_until
 
 
 async def run(settings: AppProxySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
@@ -33,21 +33,4 @@ async def run(settings: AppProxySettings, nats: NatsSettings, stop: asyncio.Even
 
 async def serve(service: AppProxyService, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set; ready (the first look at ``stop``) only once listening."""
-    server = http.server(service)
-    serving = asyncio.create_task(server.serve(), name="appproxy:http")
-    try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-                settings = service.settings
-                raise RuntimeError(
-                    f"the app proxy did not start on {settings.host}:{settings.port}"
-                )
-            await asyncio.sleep(0.05)
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
+    await serve_until(http.server(service), stop, "the app proxy")

@@ -30,6 +30,7 @@ from services.gateway.quotas import QuotaUse
 from services.gateway.settings import GatewaySettings
 from services.gateway.sqlviews import SqlViews
 from services.gateway.views import Views
+from services.serving import serve_until
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +123,4 @@ async def _serve(services: Services, settings: GatewaySettings, stop: asyncio.Ev
             ws="websockets",
         )
     )
-    serving = asyncio.create_task(server.serve())
-    stopping = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        server.should_exit = True
-        stopping.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
+    await serve_until(server, stop, "the gateway")

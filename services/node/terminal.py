@@ -33,6 +33,7 @@ from schemas.terminal_tokens import HEADER, TerminalTokenError, resize_of, size_
 from services.node.backend import Backend
 from services.node.backend_docker import DockerBackend
 from services.node.settings import AgentSettings
+from services.serving import listening
 
 log = logging.getLogger(__name__)
 
@@ -159,16 +160,7 @@ async def serving(backend: Backend, settings: AgentSettings) -> AsyncIterator[st
         access_log=False, log_level="warning", ws="websockets-sansio",
     )  # fmt: skip
     server = _Server(config)
-    task = asyncio.create_task(server.serve(), name="agent:terminals")
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError(
-                    f"the terminal endpoint did not start on "
-                    f"{settings.terminal_host}:{settings.terminal_port}"
-                )
-            await asyncio.sleep(0.02)
+    async with listening(server, "the terminal endpoint"):
         port = int(server.servers[0].sockets[0].getsockname()[1])
         host = settings.terminal_host
         if host in ("0.0.0.0", "::", ""):
@@ -178,6 +170,3 @@ async def serving(backend: Backend, settings: AgentSettings) -> AsyncIterator[st
         url = f"ws://{host}:{port}"
         log.info("agent: kernels' terminals at %s", url)
         yield url
-    finally:
-        server.should_exit = True
-        await asyncio.gather(task, return_exceptions=True)

@@ -9,10 +9,10 @@ on ``JETYARD_STORAGE_HOST``:``PORT`` (see ``dataplane.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from events.bus import connect, ensure_streams
 from schemas.settings import NatsSettings
+from services.serving import serve_until
 from services.storage import dataplane
 from services.storage.control.service import StorageService
 from services.storage.settings import StorageSettings
@@ -34,19 +34,4 @@ async def run(settings: StorageSettings, nats: NatsSettings, stop: asyncio.Event
 
 async def _serve(service: StorageService, settings: StorageSettings, stop: asyncio.Event) -> None:
     server = dataplane.server(settings, service.volumes, service.hooks())
-    serving = asyncio.create_task(server.serve(), name="storage:http")
-    try:
-        while not server.started:  # ready (the first look at ``stop``) only once listening
-            if serving.done():
-                serving.result()
-                raise RuntimeError(
-                    f"the data plane did not start on {settings.host}:{settings.port}"
-                )
-            await asyncio.sleep(0.05)
-        stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
+    await serve_until(server, stop, "the storage data plane")
