@@ -20,6 +20,7 @@ from commands.vfolders import (
     AnswerVFolderInvitation,
     CloneVFolder,
     CreateVFolder,
+    FolderCommand,
     InviteToVFolder,
     LeaveVFolder,
     PurgeVFolder,
@@ -102,6 +103,16 @@ async def send(info: Info[Context, Any], cmd: Command, folder_id: str) -> VFolde
     )  # fmt: skip
 
 
+async def on_folder(
+    info: Info[Context, Any], id: str, cls: type[FolderCommand], **fields: Any
+) -> VFolderOutcome:
+    """Send ``cls`` about the folder ``id`` names for the caller, who must not be a monitor
+    and must see the folder."""
+    me = acting(info)
+    folder = await visible_folder(info, id)
+    return await send(info, build(cls, me, folder_id=folder.id, **fields), folder.id)
+
+
 def user_ref(ctx: Context, ref: str) -> str:
     """A user id, or the id of the person with that email address."""
     if "@" in ref:
@@ -134,9 +145,7 @@ class VFolderMutation:
 
     @strawberry.mutation(name="renameVFolder")
     async def rename_vfolder(self, info: Info[Context, Any], id: str, name: str) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        return await send(info, build(RenameVFolder, me, folder_id=folder.id, name=name), folder.id)
+        return await on_folder(info, id, RenameVFolder, name=name)
 
     @strawberry.mutation(
         name="cloneVFolder",
@@ -163,17 +172,11 @@ class VFolderMutation:
     async def trash_vfolder(
         self, info: Info[Context, Any], id: str, reason: str = ""
     ) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        return await send(
-            info, build(TrashVFolder, me, folder_id=folder.id, reason=reason), folder.id
-        )
+        return await on_folder(info, id, TrashVFolder, reason=reason)
 
     @strawberry.mutation(name="restoreVFolder", description="Out of the trash.")
     async def restore_vfolder(self, info: Info[Context, Any], id: str) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        return await send(info, build(RestoreVFolder, me, folder_id=folder.id), folder.id)
+        return await on_folder(info, id, RestoreVFolder)
 
     @strawberry.mutation(
         name="purgeVFolder", description="Delete a trashed folder's files for good."
@@ -181,11 +184,7 @@ class VFolderMutation:
     async def purge_vfolder(
         self, info: Info[Context, Any], id: str, reason: str = ""
     ) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        return await send(
-            info, build(PurgeVFolder, me, folder_id=folder.id, reason=reason), folder.id
-        )
+        return await on_folder(info, id, PurgeVFolder, reason=reason)
 
     @strawberry.mutation(
         name="inviteToVFolder",
@@ -214,10 +213,7 @@ class VFolderMutation:
     async def answer_vfolder_invitation(
         self, info: Info[Context, Any], id: str, accept: bool
     ) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        cmd = build(AnswerVFolderInvitation, me, folder_id=folder.id, accept=accept)
-        return await send(info, cmd, folder.id)
+        return await on_folder(info, id, AnswerVFolderInvitation, accept=accept)
 
     @strawberry.mutation(
         name="revokeVFolderShare", description="Take back a share or an invitation."
@@ -233,9 +229,7 @@ class VFolderMutation:
 
     @strawberry.mutation(name="leaveVFolder", description="Give up a share you hold.")
     async def leave_vfolder(self, info: Info[Context, Any], id: str) -> VFolderOutcome:
-        me = acting(info)
-        folder = await visible_folder(info, id)
-        return await send(info, build(LeaveVFolder, me, folder_id=folder.id), folder.id)
+        return await on_folder(info, id, LeaveVFolder)
 
     @strawberry.mutation(
         name="setVFolderQuota", description="A folder's quota in bytes; null: no folder quota."
