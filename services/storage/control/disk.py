@@ -14,12 +14,11 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Iterator
 
 from commands.vfolder import VFolder
 from schemas.vfolder import FolderStatus
 from services.storage.folderfs import open_root
-from services.storage.foldertree import MAX_DEPTH, Usage
+from services.storage.foldertree import MAX_DEPTH, Usage, walk
 from services.storage.volumes import Volume
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -55,65 +54,33 @@ def clone(
 
 
 def copy_tree(src_root: int, dst_root: int, stop: threading.Event) -> Usage:
+    """Copy what ``foldertree.walk`` meets beneath ``src_root`` into ``dst_root``: each entry
+    from its parent's descriptor in the source, into the matching directory of the target
+    (held on a stack as deep as the walk is: it goes parents first, depth first)."""
     copied = Usage()
-    for name, info, src_dir, dst_dir in _pairs(src_root, dst_root):
-        if stop.is_set():
-            raise CopyStopped
-        if stat.S_ISREG(info.st_mode):
-            copied += Usage(_copy_file(name, src_dir, dst_dir, stop), 1)
-        elif stat.S_ISLNK(info.st_mode):
-            os.symlink(os.readlink(name, dir_fd=src_dir), name, dir_fd=dst_dir)
-            copied += Usage(0, 1)
-    return copied
-
-
-def _pairs(src_root: int, dst_root: int) -> Iterator[tuple[str, os.stat_result, int, int]]:
-    """Every entry beneath ``src_root`` with its parent's descriptors in both trees,
-    directories made in the target (and descended) before they are yielded. Iterative."""
-    stack: list[tuple[int, int, Iterator[os.DirEntry[str]]]] = []
-
-    def push(src: int, dst: int) -> None:
-        try:
-            stack.append((src, dst, os.scandir(src)))
-        except BaseException:
-            os.close(src)
-            os.close(dst)
-            raise
-
-    push(os.dup(src_root), os.dup(dst_root))
+    targets = [os.dup(dst_root)]  # targets[d]: the target directory of the entries d+1 deep
     try:
-        while stack:
-            src, dst, entries = stack[-1]
-            entry = next(entries, None)
-            if entry is None:
-                stack.pop()
-                os.close(src)
-                os.close(dst)
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:  # removed while we copy
-                continue
+        for entry in walk(src_root):
+            if stop.is_set():
+                raise CopyStopped
+            depth, name, info = len(entry.parts), entry.parts[-1], entry.info
+            while len(targets) > depth:
+                os.close(targets.pop())
+            dst = targets[-1]
             if stat.S_ISDIR(info.st_mode):
-                if len(stack) >= MAX_DEPTH:
-                    continue
-                os.mkdir(entry.name, stat.S_IMODE(info.st_mode) | 0o700, dir_fd=dst)
-                try:
-                    child = os.open(entry.name, _DIR, dir_fd=src)
-                except OSError:  # swapped for a symlink or removed since the stat
-                    continue
-                try:
-                    target = os.open(entry.name, _DIR, dir_fd=dst)
-                except BaseException:
-                    os.close(child)
-                    raise
-                push(child, target)
-            else:
-                yield entry.name, info, src, dst
+                if depth >= MAX_DEPTH:
+                    continue  # not descended by the walk: left out, as usage does
+                os.mkdir(name, stat.S_IMODE(info.st_mode) | 0o700, dir_fd=dst)
+                targets.append(os.open(name, _DIR, dir_fd=dst))
+            elif stat.S_ISREG(info.st_mode):
+                copied += Usage(_copy_file(name, entry.dir_fd, dst, stop), 1)
+            elif stat.S_ISLNK(info.st_mode):
+                os.symlink(os.readlink(name, dir_fd=entry.dir_fd), name, dir_fd=dst)
+                copied += Usage(0, 1)
     finally:
-        for src, dst, _ in stack:
-            os.close(src)
-            os.close(dst)
+        for fd in targets:
+            os.close(fd)
+    return copied
 
 
 def _copy_file(name: str, src_dir: int, dst_dir: int, stop: threading.Event) -> int:

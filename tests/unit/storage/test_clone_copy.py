@@ -57,3 +57,19 @@ def test_a_stop_interrupts_the_copy(volume: LocalVolume) -> None:
     stop.set()
     with pytest.raises(disk.CopyStopped):
         disk.clone(volume, "src", volume, "dst", stop)
+
+
+def test_sibling_and_nested_directories_land_in_their_own_places(volume: LocalVolume) -> None:
+    source = volume.create_folder("tree")
+    for path in ("a/b/c/one", "a/b/two", "a/three", "x/y/four", "five"):
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(path)
+    (source / "empty" / "deeper").mkdir(parents=True)
+
+    disk.clone(volume, "tree", volume, "copy", threading.Event())
+
+    target = volume.folder_root("copy")
+    for path in ("a/b/c/one", "a/b/two", "a/three", "x/y/four", "five"):
+        assert (target / path).read_text() == path
+    assert (target / "empty" / "deeper").is_dir()
+    assert sorted(p.name for p in target.iterdir()) == ["a", "empty", "five", "x"]
