@@ -23,7 +23,7 @@ def check_token(value: str, what: str = "id") -> str:
     """Return ``value`` if it is a safe subject token, else raise with the rule spelled out."""
     if not TOKEN_PATTERN.match(value):
         raise InvalidTokenError(
-            f"{what} {value!r} is not a valid id: "
+            f"{what} {value[:80]!r}{'...' if len(value) > 80 else ''} is not a valid id: "
             "use 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'"
         )
     return value

@@ -57,12 +57,16 @@ class CreateVFolderInput:
     )
 
 
+MAX_BYTES = 1 << 62
+"""As the commands' byte counts (``commands.vfolders.QuotaBytes``)."""
+
+
 def whole_bytes(value: float | None, what: str) -> int | None:
     """A byte count given as a GraphQL Float: a whole number, or an ``invalid`` error."""
     if value is None:
         return None
-    if not float(value).is_integer() or value < 0:
-        raise invalid(f"{what} must be a whole number of bytes, got {value}")
+    if not float(value).is_integer() or not 0 <= value < MAX_BYTES:
+        raise invalid(f"{what} must be a whole number of bytes below 2^62, got {value}")
     return int(value)
 
 

@@ -77,3 +77,17 @@ async def test_every_running_session_has_a_terminal(bus: Bus, gateway: Gateway) 
 
     access = await eventually(started, what="startApp to answer")
     assert urlsplit(access["url"]).path == f"/apps/{session.id}/terminal/"
+
+
+async def test_an_id_that_is_no_id_is_invalid_input_not_a_crash(gateway: Gateway) -> None:
+    huge = "a" * 100_000
+    for query, variables in (
+        (START, {"id": huge, "app": "web"}),
+        (START, {"id": "a b\x00", "app": "web"}),
+        ("mutation($id: ID!) { terminateSession(id: $id) { status } }", {"id": huge}),
+        ("query($id: ID!) { commandOutcome(id: $id) { status } }", {"id": huge}),
+    ):
+        body = await gateway.gql(query, **variables)
+        (error,) = body["errors"]
+        assert error["extensions"]["code"] == "invalid", error
+        assert "is not a valid id" in error["message"] and len(error["message"]) < 300, error

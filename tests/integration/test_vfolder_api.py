@@ -439,6 +439,8 @@ async def test_access_tokens_follow_permissions_and_limits(world: World) -> None
     assert await access_refused(world, "alice", fid, "upload", "/etc/passwd") == "invalid"
     assert await access_refused(world, "alice", fid, "chmod") == "invalid"
     assert await access_refused(world, "alice", fid, "upload", "x", size=1.5) == "invalid"
+    assert await access_refused(world, "alice", fid, "upload", "x", size=1e300) == "invalid"
+    assert await access_refused(world, "alice", fid, "upload", "x", size=-5) == "invalid"
 
     # A read-only sharer reads, and writes nothing.
     carol = world.people["carol"]
