@@ -4,16 +4,22 @@ and the check that every test module leaves the shared server and loop as it fou
 from __future__ import annotations
 
 import contextlib
+import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.js.errors import NotFoundError
+from sqlalchemy import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
 from jetyard.natsserver import NatsServer
+from projections.db import create_engine, normalise_url
 from schemas.ids import new_id
 from schemas.settings import NatsSettings
 from schemas.subjects import COMMANDS_STREAM, EVENTS_STREAM
@@ -22,6 +28,41 @@ from services.scheduler.settings import SchedulerSettings
 from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
 
 StartScheduler = Callable[..., Awaitable[Scheduler]]
+
+
+PG_ADMIN = os.environ.get("JETYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh views database, once on SQLite and once on PostgreSQL (a database of its own,
+    dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'views.db'}"
+        return
+    # CREATE / DROP DATABASE cannot run inside a transaction.
+    admin = create_async_engine(normalise_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
+    name = f"jy_views_{uuid.uuid4().hex[:12]}"
+    try:
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except (OSError, DBAPIError) as exc:
+        await admin.dispose()
+        # The README and CI promise PostgreSQL: its absence is a broken set-up, not a pass.
+        pytest.fail(f"no PostgreSQL at {PG_ADMIN} (set JETYARD_TEST_POSTGRES): {exc}")
+    try:
+        yield make_url(normalise_url(PG_ADMIN)).set(database=name).render_as_string(False)
+    finally:
+        async with admin.connect() as conn:
+            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.dispose()
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url)
+    yield engine
+    await engine.dispose()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -81,12 +81,13 @@ async def test_every_running_session_has_a_terminal(bus: Bus, gateway: Gateway) 
 
 async def test_an_id_that_is_no_id_is_invalid_input_not_a_crash(gateway: Gateway) -> None:
     huge = "a" * 100_000
-    for query, variables in (
+    cases: tuple[tuple[str, dict[str, Any]], ...] = (
         (START, {"id": huge, "app": "web"}),
         (START, {"id": "a b\x00", "app": "web"}),
         ("mutation($id: ID!) { terminateSession(id: $id) { status } }", {"id": huge}),
         ("query($id: ID!) { commandOutcome(id: $id) { status } }", {"id": huge}),
-    ):
+    )
+    for query, variables in cases:
         body = await gateway.gql(query, **variables)
         (error,) = body["errors"]
         assert error["extensions"]["code"] == "invalid", error

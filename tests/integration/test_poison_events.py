@@ -6,20 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from events.bus import Bus
 from events.fold import Fold
 from events.quarantine import Quarantine
 from projections import queries
-from projections.db import create_engine, normalise_url
 from projections.runner import Projector
 from schemas.ids import new_id
 from schemas.subjects import AggregateType, events_of
@@ -27,7 +22,6 @@ from services.scheduler.state import SchedulerState
 from tests.integration.gateway_support import running_gateway
 from tests.integration.poison import HOSTILE, valid_request, write_hostile, write_raw
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 NOT_FOLDABLE = {
     "wrong-types",
     "missing-fields",
@@ -71,31 +65,6 @@ async def test_the_scheduler_fold_holds_the_aggregate_and_goes_on(bus: Bus, kind
         assert (await quarantined(bus, consumer)).get(seq) == subject
     else:
         assert subject not in state.broken
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    if request.param == "sqlite":
-        made = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'views.db'}")
-        yield made
-        await made.dispose()
-        return
-    admin = create_async_engine(normalise_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
-    name = f"jy_poison_{uuid.uuid4().hex[:12]}"
-    try:
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except (OSError, DBAPIError) as exc:
-        await admin.dispose()
-        pytest.fail(f"no PostgreSQL at {PG_ADMIN}: {exc}")
-    made = create_engine(f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}")
-    try:
-        yield made
-    finally:
-        await made.dispose()
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.dispose()
 
 
 async def test_projections_quarantine_every_hostile_event_and_keep_projecting(

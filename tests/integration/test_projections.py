@@ -9,18 +9,12 @@ database is the test's own (a file, or a PostgreSQL database created and dropped
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import inspect, select
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from commands.agent import Agent
 from commands.aggregate import Aggregate
@@ -34,7 +28,7 @@ from events.tail import Tail
 from events.writes import AggregateRef
 from projections import app, queries
 from projections.base import positions
-from projections.db import create_engine, normalise_url, writing
+from projections.db import writing
 from projections.queries import decode_cursor
 from projections.rebuild import rebuild, rebuild_views, swap
 from projections.runner import Projector, ViewVersionError
@@ -51,39 +45,8 @@ from services.gateway.sqlviews import SqlViews
 from tests.integration.leftovers import consumer_names
 from tests.support import NOW
 
-PG_ADMIN = os.environ.get("JETYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 CAPACITY = ResourceSlots(cpu_milli=16_000, memory_bytes=64 * 2**30, gpu_hundredths=400)
 SLOTS = ResourceSlots(cpu_milli=2000, memory_bytes=4 * 2**30, gpu_hundredths=100)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'views.db'}"
-        return
-    # CREATE / DROP DATABASE cannot run inside a transaction.
-    admin = create_async_engine(normalise_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
-    name = f"jy_views_{uuid.uuid4().hex[:12]}"
-    try:
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except (OSError, DBAPIError) as exc:
-        await admin.dispose()
-        # The README and CI promise PostgreSQL: its absence is a broken set-up, not a pass.
-        pytest.fail(f"no PostgreSQL at {PG_ADMIN} (set JETYARD_TEST_POSTGRES): {exc}")
-    try:
-        yield make_url(normalise_url(PG_ADMIN)).set(database=name).render_as_string(False)
-    finally:
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.dispose()
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url)
-    yield engine
-    await engine.dispose()
 
 
 class Cluster:

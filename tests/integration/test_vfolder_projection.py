@@ -9,18 +9,11 @@ own users; each database is the test's own (a file, or a PostgreSQL database mad
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from commands.aggregate import Aggregate
 from commands.repository import pending_write
@@ -32,7 +25,6 @@ from events.store import EventStore, decode
 from events.writes import AggregateRef
 from projections import vfolder_queries as q
 from projections import vfolders
-from projections.db import create_engine, normalise_url
 from projections.rebuild import rebuild
 from projections.runner import Projector
 from projections.vfolder_queries import Scope
@@ -43,36 +35,7 @@ from schemas.session import KernelSpec, SessionSpec
 from schemas.vfolder import FolderStatus, Mount, OwnerKind, Permission, UsageMode
 from tests.support import NOW
 
-PG_ADMIN = os.environ.get("JETYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 RO, RW, RWD = Permission.READ_ONLY, Permission.READ_WRITE, Permission.READ_WRITE_DELETE
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'views.db'}"
-        return
-    admin = create_async_engine(normalise_url(PG_ADMIN), isolation_level="AUTOCOMMIT")
-    name = f"jy_vfolders_{uuid.uuid4().hex[:12]}"
-    try:
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except (OSError, DBAPIError) as exc:
-        await admin.dispose()
-        pytest.fail(f"no PostgreSQL at {PG_ADMIN} (set JETYARD_TEST_POSTGRES): {exc}")
-    try:
-        yield make_url(normalise_url(PG_ADMIN)).set(database=name).render_as_string(False)
-    finally:
-        async with admin.connect() as conn:
-            await conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.dispose()
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(database_url)
-    yield engine
-    await engine.dispose()
 
 
 class Log:
