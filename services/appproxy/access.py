@@ -40,6 +40,7 @@ def check(
     now: float,
     max_url_ttl_s: float,
     cookie_ttl_s: float,
+    cookies: CookieCache | None = None,
 ) -> Allowed:
     if route.public:
         return Allowed(None)
@@ -47,7 +48,12 @@ def check(
         if token is not None:
             claims = verify(key, token, now=now, kind=TokenKind.URL, max_ttl_s=max_url_ttl_s)
         elif cookie is not None:
-            claims = verify(key, cookie, now=now, kind=TokenKind.COOKIE, max_ttl_s=cookie_ttl_s)
+            known = cookies.get(cookie, now) if cookies is not None else None
+            if known is None:
+                known = verify(key, cookie, now=now, kind=TokenKind.COOKIE, max_ttl_s=cookie_ttl_s)
+                if cookies is not None:
+                    cookies.put(cookie, known)
+            claims = known
         else:
             raise Refused(401, "sign in: open this app through the API (startApp)")
     except AppTokenError as exc:
@@ -59,6 +65,30 @@ def check(
     if token is None:
         return Allowed(claims)
     return Allowed(claims, issue(key, claims.as_cookie(int(now + cookie_ttl_s))))
+
+
+class CookieCache:
+    """Cookies already verified, so that a browser's every request is not a signature check
+    and a JSON parse again. Bounded (emptied when full); an entry past its expiry is not
+    returned. Only well-signed cookies go in, so a client cannot fill it with forgeries."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._known: dict[str, AppClaims] = {}
+
+    def get(self, cookie: str, now: float) -> AppClaims | None:
+        claims = self._known.get(cookie)
+        if claims is None:
+            return None
+        if claims.exp <= now:
+            del self._known[cookie]
+            return None
+        return claims
+
+    def put(self, cookie: str, claims: AppClaims) -> None:
+        if len(self._known) >= self._size:
+            self._known.clear()
+        self._known[cookie] = claims
 
 
 def without_token(query: str) -> str:
@@ -78,22 +108,22 @@ def prefix(session_id: str, app: str) -> str:
     return f"/apps/{session_id}/{app}"
 
 
-def set_cookie_header(route: Route, value: str, *, max_age_s: float, secure: bool) -> str:
-    """A cookie that only this app's URLs send back, never to scripts, not on cross-site
-    posts."""
-    parts = [
-        f"{COOKIE}={value}",
-        f"Path={prefix(route.session_id, route.app)}/",
-        f"Max-Age={int(max_age_s)}",
-        "HttpOnly",
-        "SameSite=Lax",
-    ]
+def set_cookie_header(name: str, path: str, value: str, *, max_age_s: float, secure: bool) -> str:
+    """A cookie that only this app's URLs send back (its path, or its port's own name), never
+    to scripts, not on cross-site posts."""
+    parts = [f"{name}={value}", f"Path={path}", f"Max-Age={int(max_age_s)}", "HttpOnly",
+             "SameSite=Lax"]  # fmt: skip
     if secure:
         parts.append("Secure")
     return "; ".join(parts)
 
 
 def strip_cookie(header: str) -> str:
-    """A ``Cookie`` header less the proxy's own cookie: the app never sees the token."""
-    kept = [c.strip() for c in header.split(";") if c.strip().split("=", 1)[0] != COOKIE]
+    """A ``Cookie`` header less the proxy's own cookies (``jetyard_app`` and port mode's
+    ``jetyard_app_<port>``): no app sees a grant."""
+    kept = [c.strip() for c in header.split(";") if not _ours(c.strip().split("=", 1)[0])]
     return "; ".join(c for c in kept if c)
+
+
+def _ours(name: str) -> bool:
+    return name == COOKIE or name.startswith(COOKIE + "_")

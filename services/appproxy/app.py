@@ -2,7 +2,7 @@
 them on ``JETYARD_APPPROXY_HOST``:``PORT`` in one process and one event loop, until ``stop``
 is set.
 
-Reads ``ev.session.*`` and ``ev.agent.*`` (see ``service.py``); writes nothing.
+Reads ``ev.session.*`` and ``ev.agent.*``; writes ``ev.activity.<proxy id>`` (see ``service.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 
 from events.bus import connect, ensure_streams
+from events.serving import serve_until
 from schemas.settings import NatsSettings
 from services.appproxy import http
 from services.appproxy.service import AppProxyService
 from services.appproxy.settings import AppProxySettings
-from services.serving import serve_until
 
 
 async def run(settings: AppProxySettings, nats: NatsSettings, stop: asyncio.Event) -> None:
@@ -24,13 +24,8 @@ async def run(settings: AppProxySettings, nats: NatsSettings, stop: asyncio.Even
         service = AppProxyService(bus, settings)
         await service.start()
         try:
-            await serve(service, stop)
+            await serve_until(http.server(service), stop, "the app proxy")
         finally:
             await service.stop()
     finally:
         await bus.close()
-
-
-async def serve(service: AppProxyService, stop: asyncio.Event) -> None:
-    """Serve until ``stop`` is set; ready (the first look at ``stop``) only once listening."""
-    await serve_until(http.server(service), stop, "the app proxy")

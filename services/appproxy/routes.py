@@ -9,6 +9,7 @@ requeued session forgets its old kernels' apps until the new ones report.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from events.catalogue import CATALOGUE
@@ -57,6 +58,30 @@ class Route:
     public: bool
 
 
+ENDED_KEPT = 100_000
+"""Ended sessions remembered (for 410 and to ignore their late events); older ones are
+forgotten first, and their URLs then answer 404."""
+
+
+class Ended:
+    """The ids of sessions that ended, the latest ``ENDED_KEPT`` of them."""
+
+    def __init__(self, kept: int = ENDED_KEPT) -> None:
+        self._kept = kept
+        self._ids: dict[str, None] = {}
+
+    def add(self, session_id: str) -> None:
+        self._ids[session_id] = None
+        if len(self._ids) > self._kept:
+            del self._ids[next(iter(self._ids))]
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
 @dataclass(slots=True)
 class _Session:
     owner: str | None = None
@@ -73,11 +98,18 @@ class RouteTable(FoldedState):
     def __init__(self) -> None:
         super().__init__()
         self.sessions: dict[str, _Session] = {}
-        self.ended: set[str] = set()
+        self.ended = Ended()
         self.terminals: dict[str, str] = {}
         """Agent (node) id -> its terminal endpoint, from its latest registration."""
         self.nodes: dict[str, str] = {}
         """Kernel id -> the agent that started it (kernels of sessions not ended)."""
+        self.slots: dict[tuple[str, str], int] = {}
+        """``(session, app)`` -> its slot: the offset of its port in port mode's range. Each
+        app reported open takes the lowest slot free at that point of the log and keeps it
+        until its session ends, so every replica and every restart agrees."""
+        self._at_slot: dict[int, tuple[str, str]] = {}
+        self._free_slots: list[int] = []
+        self._apps_with_slots: dict[str, list[str]] = {}
 
     def evolve(self, event: StoredEvent) -> None:
         if event.name not in NAMES:
@@ -93,10 +125,12 @@ class RouteTable(FoldedState):
             sid = message.session_id
             if sid not in self.ended:
                 self.sessions.setdefault(sid, _Session()).ports[message.kernel_id] = message.ports
+                self._take_slots(sid, sorted({p.name for p in message.ports if _served(p)}))
         elif isinstance(message, ENDING):
             ended = self.sessions.pop(sid, None)
             for kernel_id in ended.kernel_ids if ended is not None else ():
                 self.nodes.pop(kernel_id, None)
+            self._free_slots_of(sid)
             self.ended.add(sid)
         elif sid in self.ended:
             return
@@ -113,6 +147,25 @@ class RouteTable(FoldedState):
                 self.nodes.pop(kernel_id, None)
             session.kernel_ids, session.running = message.kernel_ids, False
             session.ports = {k: p for k, p in session.ports.items() if k in message.kernel_ids}
+
+    def _take_slots(self, session_id: str, apps: list[str]) -> None:
+        for app in apps:
+            if (session_id, app) in self.slots:
+                continue
+            slot = heapq.heappop(self._free_slots) if self._free_slots else len(self._at_slot)
+            self.slots[(session_id, app)] = slot
+            self._at_slot[slot] = (session_id, app)
+            self._apps_with_slots.setdefault(session_id, []).append(app)
+
+    def _free_slots_of(self, session_id: str) -> None:
+        for app in self._apps_with_slots.pop(session_id, ()):
+            slot = self.slots.pop((session_id, app))
+            del self._at_slot[slot]
+            heapq.heappush(self._free_slots, slot)
+
+    def at_slot(self, slot: int) -> tuple[str, str] | None:
+        """``(session, app)`` holding the slot, if any."""
+        return self._at_slot.get(slot)
 
     def route(self, session_id: str, app: str) -> Route | None:
         """The route to ``app`` of a running session, if it has one open."""

@@ -1,16 +1,28 @@
 """The app proxy's log side: fold ``ev.session.*`` and ``ev.agent.*`` into the route table
-(``routes.py``) and keep following; a session that ends has its open WebSockets closed. Reads
-only; writes nothing. Every replica folds the log itself (no durable consumer), so a restart
-or a second replica serves the same routes."""
+(``routes.py``) and keep following; a session that ends has its open WebSockets closed. Every
+replica folds the log itself (no durable consumer), so a restart or a second replica serves the
+same routes.
+
+Writes only ``ev.activity.<proxy id>`` (``commands.activity_reports``): ``traffic`` notes each
+proxied request or message, and every ``activity_interval_s`` the sessions that had any are
+reported (source ``terminal`` or ``app``), which the scheduler's idle timeout reads."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
+from datetime import UTC, datetime
 
+from commands.activity_reports import ActivityReports
 from events.bus import Bus
 from events.envelope import StoredEvent
 from events.fold import Fold, Follower
 from events.store import EventStore
+from schemas.activity import ActivitySource
+from schemas.principal import Actor
+from schemas.terminal_tokens import TERMINAL
 from services.appproxy.connections import Connections
 from services.appproxy.routes import ENDING, SUBJECTS, RouteTable
 from services.appproxy.settings import AppProxySettings
@@ -18,6 +30,7 @@ from services.appproxy.settings import AppProxySettings
 log = logging.getLogger(__name__)
 SYNC_TIMEOUT_S = 10.0
 ENDING_NAMES = frozenset(c.event_name for c in ENDING)
+APPPROXY_ACTOR = Actor.service("appproxy")
 
 
 class RouteFold(Fold[RouteTable]):
@@ -47,17 +60,29 @@ class AppProxyService:
             self.fold, EventStore(bus),
             poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.poll_timeout_s,
         )  # fmt: skip
+        self.activity = ActivityReports(EventStore(bus), settings.reporter_id(), APPPROXY_ACTOR)
+        self._reporting: asyncio.Task[None] | None = None
         self._stopped = False
 
     @property
     def table(self) -> RouteTable:
         return self.fold.state
 
+    def traffic(self, session_id: str, app: str) -> None:
+        """A request or WebSocket message to ``app`` of the session passed: noted (a dict
+        entry, no I/O) and reported with the next interval's activity."""
+        source = ActivitySource.TERMINAL if app == TERMINAL else ActivitySource.APP
+        self.activity.note(session_id, None, source, time.time())
+
     async def start(self) -> None:
         try:
             target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
             log.info("appproxy caught up at seq %d: %d routes", target, len(self.table.routes()))
             self._follower.start("appproxy:follow")
+            self._reporting = asyncio.create_task(
+                self.activity.run(self.settings.activity_interval_s, _utc_now, self._running),
+                name="appproxy:activity",
+            )
         except BaseException:
             await self.stop()
             raise
@@ -66,9 +91,23 @@ class AppProxyService:
         if self._stopped:
             return
         self._stopped = True
+        if self._reporting is not None:
+            self._reporting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reporting
         await self._follower.stop()
         await self.fold.close()
 
     async def sync(self) -> None:
         """Return once everything stored before this call is folded."""
         await self._follower.sync(SYNC_TIMEOUT_S)
+
+    def _running(self, session_id: str, kernel_id: str | None) -> bool:
+        # A session that ended (or never ran, as far as the log says) is not reported: the
+        # table keeps no ended session.
+        session = self.table.sessions.get(session_id)
+        return session is not None and session.running
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -4,8 +4,10 @@ output live and keeps it once they end.
 
 Reads ``ev.node.<node id>`` (its ledger, written by the scheduler) and ``ev.agent.<node id>``;
 writes ``ev.agent.<node id>`` (only here), key ``agent.<node id>`` in ``jy-heartbeats``,
-``output.<session id>.<kernel id>`` in ``JY_OUTPUT`` (``services.node.output``) and objects in
-``jy-logs``.
+``output.<session id>.<kernel id>`` in ``JY_OUTPUT`` (``services.node.output``), objects in
+``jy-logs``, and ``ev.activity.<node id>``: every ``activity_interval_s``, the kernels that
+printed or used their CPUs or GPUs since the last time (``services.node.activity``; the
+scheduler's idle timeout reads them).
 
 A reconcile pass compares the ledger, the containers found by label and the facts already on
 the log, and acts on the difference (``services.node.plan``). Passes run at start, after every
@@ -35,6 +37,7 @@ from events.fold import Fold
 from events.store import EventStore
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType, event_subject
+from services.node.activity import AgentActivity
 from services.node.backend import Backend, Container, KernelSpec, StartFailedError
 from services.node.capacity import Capacity, discover, simulated_capacity
 from services.node.heartbeat import Heartbeat
@@ -42,6 +45,7 @@ from services.node.ledger import Ledger
 from services.node.logs import LogArchive
 from services.node.mounts import host_mounts
 from services.node.output import OutputPublisher
+from services.node.output_positions import PositionFiles
 from services.node.plan import Plan, Report, plan
 from services.node.record import (
     AgentRecord,
@@ -89,7 +93,8 @@ class NodeAgent:
                 f"{bucket_interval}s the bucket's TTL (3x) is made for: the node would be "
                 "declared lost between refreshes"
             )
-        self.record = AgentRecord(EventStore(bus), self.node_id)
+        store = EventStore(bus)
+        self.record = AgentRecord(store, self.node_id)
         self._fold = Fold(
             bus,
             Ledger(),
@@ -104,12 +109,22 @@ class NodeAgent:
         self._images_due = False
         self._reconnects = 0
         self._archive: LogArchive | None = None
-        self._output = OutputPublisher(bus, backend)
+        self.activity = AgentActivity(
+            store, backend, self.record, self._fold.state, interval_s=settings.activity_interval_s
+        )
+        self._output = OutputPublisher(
+            bus, backend, self.activity.reports, PositionFiles(settings.data_dir / "output")
+        )
         self.capacity = Capacity(slots=ResourceSlots())
 
     @property
     def ledger(self) -> Ledger:
         return self._fold.state
+
+    @property
+    def fold(self) -> Fold[Ledger]:
+        """The fold of its ledger and its own record (its lag is a metric)."""
+        return self._fold
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start, then work until ``stop`` is set (or this incarnation is superseded)."""
@@ -125,6 +140,7 @@ class NodeAgent:
                 asyncio.create_task(heartbeat.run(lambda: self.record.epoch, self._tick)),
                 asyncio.create_task(self._resync()),
                 asyncio.create_task(watch_service_ports(self._backend, self.record, self.settings)),
+                *map(asyncio.create_task, self.activity.loops(self._clock)),
             ]
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -135,6 +151,7 @@ class NodeAgent:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._output.close()  # the next incarnation resumes where the log says
+            await self.activity.close()
             await self._fold.close()
 
     async def start(self) -> Heartbeat:

@@ -1,6 +1,7 @@
 """Agent entry point: resolve the node id, connect, declare streams, pick the backend, run the
 agent until stopped. Reads and writes what ``services.node.agent`` does, and
-``<data dir>/node.id`` (``services.node.identity``)."""
+``<data dir>/node.id`` (``services.node.identity``). Serves ``/metrics`` on
+``JETYARD_AGENT_METRICS_PORT`` when set (``services.node.metrics``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import asyncio
 import logging
 
 from events.bus import connect, ensure_streams
+from events.metrics import metrics_listener
 from schemas.settings import NatsSettings
 from services.node.agent import NodeAgent
 from services.node.backend import Backend, BackendUnavailableError
 from services.node.backend_docker import DockerBackend
 from services.node.backend_simulated import SimulatedBackend
 from services.node.identity import resolve_node_id
+from services.node.metrics import agent_metrics
 from services.node.settings import AgentSettings
 from services.node.terminal import serving
 
@@ -67,7 +70,9 @@ async def run(
         try:
             async with serving(backend, agent_settings) as terminal_url:
                 agent = NodeAgent(bus, agent_settings, backend, terminal_url=terminal_url)
-                await agent.run(stop)
+                host, port = agent_settings.metrics_host, agent_settings.metrics_port
+                async with metrics_listener(agent_metrics(agent), host, port, "agent"):
+                    await agent.run(stop)
         finally:
             await backend.close()
     finally:

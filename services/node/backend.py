@@ -171,6 +171,11 @@ class Backend(Protocol):
         """Remove a container; removing a gone one is a no-op."""
         ...
 
+    async def cpu_seconds(self, container_id: str) -> float | None:
+        """The CPU time its processes used so far (user and system, every CPU), or None when
+        the engine cannot say (gone, not running)."""
+        ...
+
     async def watch(self, changed: Callable[[], None]) -> None:
         """Call ``changed()`` whenever one of this node's containers may have changed status,
         and once after (re)subscribing, since changes may have been missed meanwhile. Runs

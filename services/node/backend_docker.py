@@ -250,6 +250,21 @@ class DockerBackend:
             if exc.status != 404:  # gone: nothing more to read
                 raise
 
+    async def cpu_seconds(self, container_id: str) -> float | None:
+        # One sample, at once (``one-shot``: the engine does not wait a second for a second
+        # sample to fill ``precpu_stats``, which the caller's own diff makes unneeded).
+        try:
+            stats = await self._docker._query_json(
+                f"containers/{container_id}/stats", params={"stream": "0", "one-shot": "1"}
+            )
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise
+            return None
+        usage = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
+        total = usage.get("total_usage")
+        return total / 1e9 if isinstance(total, int) and total > 0 else None
+
     async def remove(self, container_id: str) -> None:
         try:
             await self._container(container_id).delete(force=True)

@@ -10,6 +10,8 @@ command decides what it does:
   seconds (a timer every 50 ms prints what is due), then exits with 0;
 - anything else (or no command): it runs until stopped.
 
+A kernel uses no CPU unless a test says how many CPUs it keeps busy (``set_cpu_load``).
+
 Stopping a running kernel ends it with 143 (SIGTERM, as Docker with ``Init`` reports it). An
 image that is not in the configured set fails to start, as it would on Docker. No thread or task
 per kernel: timed exits are loop timers, so a process holds many agents cheaply. The state lives
@@ -79,6 +81,14 @@ class _Kernel:
     printed: int = 0
     grew: asyncio.Event = field(default_factory=asyncio.Event)
     """Set (and replaced) whenever it prints or ends: what its followers wait on."""
+    cpu_load: float = 0.0
+    """CPUs it keeps busy from ``cpu_since`` on (``set_cpu_load``)."""
+    cpu_since: float = field(default_factory=time.monotonic)
+    cpu_used_s: float = 0.0
+    """CPU seconds used before ``cpu_since``."""
+
+    def cpu_seconds(self) -> float:
+        return self.cpu_used_s + self.cpu_load * (time.monotonic() - self.cpu_since)
 
     def print(self, text: str) -> None:
         # Engine times never decrease within a kernel; here they never repeat either.
@@ -198,6 +208,27 @@ class SimulatedBackend:
         container_id = self._names.get(kernel_id)
         kernel = self._kernels.get(container_id) if container_id is not None else None
         return kernel.launch if kernel is not None else None
+
+    def say(self, kernel_id: str, text: str) -> None:
+        """A line in a running kernel's output, as its process would write it."""
+        kernel = self._kernels.get(self._names.get(kernel_id, ""))
+        if kernel is None or kernel.status != "running":
+            raise KeyError(f"kernel {kernel_id} does not run here")
+        kernel.print(text)
+
+    def set_cpu_load(self, kernel_id: str, cpus: float) -> None:
+        """From now on the kernel keeps ``cpus`` CPUs busy (what ``cpu_seconds`` counts)."""
+        container_id = self._names.get(kernel_id)
+        kernel = self._kernels.get(container_id) if container_id is not None else None
+        if kernel is not None:
+            kernel.cpu_used_s, kernel.cpu_since = kernel.cpu_seconds(), time.monotonic()
+            kernel.cpu_load = cpus
+
+    async def cpu_seconds(self, container_id: str) -> float | None:
+        kernel = self._kernels.get(container_id)
+        if kernel is None or kernel.status != "running":
+            return None
+        return kernel.cpu_seconds()
 
     def exit_kernel(self, kernel_id: str, exit_code: int) -> None:
         """Make a running kernel exit on its own (a crash, a finished job), as tests need."""

@@ -25,6 +25,13 @@ class PciInfo(Protocol):
         ...
 
 
+class Utilization(Protocol):
+    @property
+    def gpu(self) -> int:
+        """Percent of the last sample period (1/6 s to 1 s) in which a kernel ran on the GPU."""
+        ...
+
+
 class Nvml(Protocol):
     @property
     def NVMLError(self) -> type[Exception]:
@@ -63,6 +70,26 @@ class Nvml(Protocol):
 
     # ``nvmlDeviceGetNumaNodeId(handle) -> int`` is used when the module has it (the installed
     # nvidia-ml-py does); an older module or driver may not, and then sysfs answers.
+
+
+class NvmlUse(Protocol):
+    """The calls that read how busy a GPU is (``services.node.utilisation``)."""
+
+    @property
+    def NVMLError(self) -> type[Exception]: ...
+
+    def nvmlInit(self) -> None: ...
+
+    def nvmlShutdown(self) -> None: ...
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> object: ...
+
+    def nvmlDeviceGetUtilizationRates(self, handle: object) -> Utilization: ...
+
+
+def load_nvml_use() -> NvmlUse:
+    """The real library, for utilisation (see ``load_nvml``)."""
+    return cast(NvmlUse, importlib.import_module("pynvml"))
 
 
 def load_nvml() -> Nvml:

@@ -11,19 +11,25 @@ a lost connection, a publish whose outcome is unknown) reads the subject's last 
 the engine for the lines from that time on, and skips those already published: no line is
 lost or published twice. Every publish expects the subject's last sequence, so two followers
 of one kernel (an old incarnation not yet gone) cannot interleave: the loser reads again.
+Where the published lines end is also kept on the node's disk (``output_positions.py``): when
+the stream has dropped all of a kernel's messages (older than its age limit), the follower goes
+on from there instead of numbering the output from line 0 again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import nats.js.errors
 
+from commands.activity_reports import ActivityReports
 from events.bus import Bus
 from events.cancelling import cancelling
 from events.declarations import OUTPUT_BATCH_BYTES
+from schemas.activity import ActivitySource
 from schemas.subjects import (
     OUTPUT_LINE_HEADER,
     OUTPUT_LINES_HEADER,
@@ -32,26 +38,13 @@ from schemas.subjects import (
     output_subject,
 )
 from services.node.backend import Backend, Container, OutputLine
+from services.node.output_positions import Position, PositionFiles
 
 log = logging.getLogger(__name__)
 
 FLUSH_S = 0.1  # a line waits at most this long for others to share its message
 RETRY_S = 1.0
 FINISH_TIMEOUT_S = 10.0  # an ended kernel's last lines; its archive (jy-logs) has them anyway
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """How far a kernel's output is published."""
-
-    line: int
-    """Lines published: the number (0-based) of the next one."""
-    at_ns: int
-    """The engine time of the last published line."""
-    same: int
-    """How many published lines have exactly that time."""
-    seq: int
-    """The subject's last stream sequence (0: nothing published)."""
 
 
 START = Position(0, 0, 0, 0)
@@ -69,11 +62,17 @@ async def published(bus: Bus, subject: str) -> Position:
 
 
 class OutputPublisher:
-    """One follower task per kernel with output still to publish."""
+    """One follower task per kernel with output still to publish. Every line it publishes is
+    noted as the kernel's activity in ``activity`` (when given), which the agent reports."""
 
-    def __init__(self, bus: Bus, backend: Backend) -> None:
+    def __init__(
+        self, bus: Bus, backend: Backend, activity: ActivityReports | None = None,
+        positions: PositionFiles | None = None,
+    ) -> None:  # fmt: skip
         self._bus = bus
         self._backend = backend
+        self._activity = activity
+        self._positions = positions
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def follow(self, container: Container) -> None:
@@ -93,6 +92,8 @@ class OutputPublisher:
             return
         try:
             await asyncio.wait_for(asyncio.shield(task), FINISH_TIMEOUT_S)
+            if self._positions is not None:
+                self._positions.forget(container.kernel_id)
         except TimeoutError:
             log.warning("output of kernel %s: its last lines were not published", task.get_name())
             task.cancel()
@@ -110,7 +111,12 @@ class OutputPublisher:
         while not cancelling():
             try:
                 at = await published(self._bus, subject)
-                await self._pump(container.container_id, subject, at)
+                kept = self._positions.read(container.kernel_id) if self._positions else None
+                if kept is not None and at.seq == 0 and kept.line > at.line:
+                    log.info("output of kernel %s: the stream has dropped it; going on from "
+                             "line %d", container.kernel_id, kept.line)  # fmt: skip
+                    at = kept
+                await self._pump(container, subject, at)
                 return
             except Exception as exc:
                 if cancelling():
@@ -119,10 +125,13 @@ class OutputPublisher:
                 log.warning("output of kernel %s: %r; resuming", container.kernel_id, exc)
                 await asyncio.sleep(RETRY_S)
 
-    async def _pump(self, container_id: str, subject: str, at: Position) -> None:
-        batch = Batch(subject, at)
-        mark_ns, skip = (at.at_ns, at.same) if at.seq else (-1, 0)
-        lines = self._backend.follow(container_id, max(at.at_ns, 0))
+    async def _pump(self, container: Container, subject: str, at: Position) -> None:
+        positions, kernel = self._positions, container.kernel_id
+        kept = None if positions is None else functools.partial(positions.write, kernel)
+        batch = Batch(subject, at, kept)
+        mark_ns, skip = (at.at_ns, at.same) if at.line else (-1, 0)
+        lines = self._backend.follow(container.container_id, max(at.at_ns, 0))
+        activity, session = self._activity, container.session_id
         loop = asyncio.get_running_loop()
         reading: asyncio.Future[OutputLine] | None = None
         try:
@@ -145,6 +154,8 @@ class OutputPublisher:
                         skip -= 1
                         continue
                     mark_ns = -1
+                if activity is not None:
+                    activity.note(session, kernel, ActivitySource.OUTPUT, line.at_ns / 1e9)
                 if batch.full_with(line):
                     await batch.publish(self._bus)
                 batch.add(line, loop.time() + FLUSH_S)
@@ -159,9 +170,12 @@ class OutputPublisher:
 class Batch:
     """The lines not yet published, and where the published ones end."""
 
-    def __init__(self, subject: str, at: Position) -> None:
+    def __init__(
+        self, subject: str, at: Position, published: Callable[[Position], None] | None = None
+    ) -> None:
         self.subject = subject
         self.at = at
+        self._published = published
         self.lines: list[str] = []
         self.size = 0
         self.due: float | None = None
@@ -192,3 +206,5 @@ class Batch:
         line = self.at.line + len(self.lines)
         self.at = Position(line, self.at.at_ns, self.at.same, ack.seq)
         self.lines, self.size, self.due = [], 0, None
+        if self._published is not None:
+            self._published(self.at)

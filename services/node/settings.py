@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.activity import DEFAULT_REPORT_INTERVAL_S
+from schemas.settings import MetricsListener
+
 BackendChoice = Literal["docker", "simulated", "auto"]
 
 
@@ -19,7 +22,7 @@ def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "jetyard" / "agent"
 
 
-class AgentSettings(BaseSettings):
+class AgentSettings(BaseSettings, MetricsListener):
     model_config = SettingsConfigDict(env_prefix="JETYARD_AGENT_", extra="forbid")
 
     hostname: str = Field(
@@ -82,6 +85,15 @@ class AgentSettings(BaseSettings):
         le=3600,
         description="how long a started kernel's http/tcp apps are waited for before they are "
         "reported never-opened",
+    )
+    activity_interval_s: float = Field(
+        default=DEFAULT_REPORT_INTERVAL_S,
+        gt=0,
+        le=3600,
+        description="how often the kernels' output and CPU and GPU use are reported as "
+        "activity for idle timeouts (SessionActivityReported on ev.activity.<node id>): at "
+        "most once per kernel and source in that time, and only for kernels that printed or "
+        "used something; keep it well under the shortest idle timeout",
     )
     cpu: Decimal | None = Field(default=None, gt=0, description="override the CPUs offered")
     memory_bytes: int | None = Field(default=None, gt=0, description="override the memory offered")

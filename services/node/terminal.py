@@ -9,7 +9,10 @@ naming that kernel (401 without, 403 for another kernel; 404 when the kernel has
 container here). Output goes out as binary frames (a frame may end inside a UTF-8 character);
 a text frame ``{"resize": [cols, rows]}`` resizes the TTY, any other frame is typed. When the
 shell ends the WebSocket closes (1000); when the WebSocket closes the shell is sent Ctrl-C then
-Ctrl-D (the engine keeps an exec running after its client has gone).
+Ctrl-D (the engine keeps an exec running after its client has gone), and whatever of the
+terminal still runs ``HANG_UP_GRACE_S`` later (a program that ignores both) is killed: every
+process of the terminal carries ``JETYARD_TERMINAL=<its id>`` in its environment, and a second
+exec kills the processes that do.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import aiodocker
 import uvicorn
+from aiodocker.containers import DockerContainer
 from aiodocker.execs import Exec
 from aiodocker.stream import Stream
 from starlette.applications import Starlette
@@ -29,11 +33,12 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from events.serving import listening
+from schemas.ids import new_id
 from schemas.terminal_tokens import HEADER, TerminalTokenError, resize_of, size_of, verify
 from services.node.backend import Backend
 from services.node.backend_docker import DockerBackend
 from services.node.settings import AgentSettings
-from services.serving import listening
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,14 @@ SHELL = ["/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; e
 ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8"}
 HANG_UP = b"\x03\x04"
 """Typed when the client goes: end whatever runs in the foreground, then the shell."""
+HANG_UP_GRACE_S = 2.0
+MARKER = "JETYARD_TERMINAL"
+KILL_MARKED = (
+    'for d in /proc/[0-9]*; do tr "\\0" "\\n" < "$d/environ" 2>/dev/null '
+    '| grep -qx "$1" && kill -9 "${d#/proc/}" 2>/dev/null; done; true'
+)
+"""``sh -c KILL_MARKED sh JETYARD_TERMINAL=<id>``: kill every process whose environment
+holds that line (the killer's own does not)."""
 
 
 async def pty(websocket: WebSocket) -> None:
@@ -62,8 +75,10 @@ async def pty(websocket: WebSocket) -> None:
         await _deny(websocket, 404, f"kernel {kernel_id} does not run here")
         return
     container = backend.docker.containers.container(found[0].container_id)
+    terminal_id = new_id()
+    marker, environment = f"{MARKER}={terminal_id}", {**ENV, MARKER: terminal_id}
     try:
-        shell = await container.exec(SHELL, stdin=True, tty=True, environment=ENV)
+        shell = await container.exec(SHELL, stdin=True, tty=True, environment=environment)
     except aiodocker.DockerError as exc:
         await _deny(websocket, 502, f"the engine refused a shell: {exc.message}")
         return
@@ -76,6 +91,8 @@ async def pty(websocket: WebSocket) -> None:
         if client_left:
             with contextlib.suppress(RuntimeError, OSError):
                 await stream.write_in(HANG_UP)
+    if client_left and not await _ended(shell, HANG_UP_GRACE_S):
+        await _kill_marked(container, marker)
     with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # gone already
         await websocket.close(code=1000)
 
@@ -112,6 +129,31 @@ async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return client in done
+
+
+async def _ended(shell: Exec, within_s: float) -> bool:
+    """Whether the shell's exec ends within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if not (await shell.inspect()).get("Running", False):
+                return True
+        except aiodocker.DockerError:
+            return True  # the container is gone, and the exec with it
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.1)
+
+
+async def _kill_marked(container: DockerContainer, marker: str) -> None:
+    """Kill what is left of a terminal whose client has gone."""
+    try:
+        killer = await container.exec(["/bin/sh", "-c", KILL_MARKED, "sh", marker])
+        await killer.start(detach=True)
+    except aiodocker.DockerError as exc:
+        log.warning("terminal: could not end what a closed terminal left: %s", exc.message)
+    else:
+        log.info("terminal: killed what a closed terminal left running (%s)", marker)
 
 
 async def _resize(shell: Exec, cols: int, rows: int, *, tries: int = 1) -> None:

@@ -1,7 +1,8 @@
 """The scheduler service: folds the log, answers session commands and runs decision passes.
 
 Reads ``ev.session.*``, ``ev.node.*``, ``ev.agent.*``, ``ev.quota.*``, ``ev.vfolder.*`` (to
-resolve a new session's mounts) and the tenancy subjects (one ordered tail) and
+resolve a new session's mounts), ``ev.activity.*`` (idle timeouts) and the tenancy subjects
+(one ordered tail) and
 ``cmd.session.*`` (durable consumer). Writes ``ev.session.<id>``, ``ev.node.<id>``,
 ``ev.quota.<id>``, ``out.<command id>``, leases in ``jy-leases``
 (``admit.<domain>`` for admission, ``sched.<resource group>`` for placement) and each group's
@@ -29,12 +30,14 @@ from events.bus import Bus
 from events.cancelling import cancelling
 from events.fold import Fold, Follower
 from events.leases import Lease
+from events.metrics import Metrics
 from events.queues import QueueBoard
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.settings import input_limits
 from schemas.subjects import AggregateType, events_of
 from services.scheduler.heartbeats import HeartbeatWatch
+from services.scheduler.metrics import LatencyObserved, latency_histogram, watch_scheduler
 from services.scheduler.node_commands import NodeCommands
 from services.scheduler.passes import run_pass
 from services.scheduler.session_commands import SessionCommands
@@ -49,6 +52,7 @@ FOLDED = (
     AggregateType.AGENT,
     AggregateType.QUOTA,
     AggregateType.VFOLDER,
+    AggregateType.ACTIVITY,
     *TENANCY_TYPES,
 )
 SYNC_TIMEOUT_S = 10.0
@@ -73,6 +77,12 @@ class Scheduler:
         )
         self.fold = Fold(bus, self.state, subjects=[events_of(kind) for kind in FOLDED])
         self.store = EventStore(bus)
+        self.metrics = Metrics()
+        """What ``/metrics`` shows (``services.scheduler.metrics``, docs/metrics.md)."""
+        # Passes write through it: each SessionScheduled they store is timed.
+        self.pass_store = LatencyObserved(self.store, self.state, latency_histogram(self.metrics))
+        self.published: dict[str, list[str]] = {}
+        """Resource group -> the queue the last pass left there, as published to jy-queues."""
         self.commands = SessionCommands(self.state, self.sync, limits=input_limits())
         self.runner = CommandRunner(
             bus,
@@ -123,6 +133,7 @@ class Scheduler:
             self.fold, self.store,
             poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.retry_after_s,
         )  # fmt: skip
+        watch_scheduler(self.metrics, self, bus, clock)
 
     # ---- life cycle ----------------------------------------------------------------------
 
@@ -227,7 +238,7 @@ class Scheduler:
                     domains, groups = await self._hold_leases()
                     may_admit, may_place = domains.__contains__, groups.__contains__
                 await run_pass(
-                    self.state, self.store, self._clock,
+                    self.state, self.pass_store, self._clock,
                     max_events=settings.max_batch_events, attempts=settings.pass_attempts,
                     may_admit=may_admit, may_place=may_place, writing=self.commands.writing,
                 )  # fmt: skip
@@ -247,6 +258,7 @@ class Scheduler:
         """Each group's waiting sessions in queue order, for ``queuePosition`` (derived state
         in ``jy-queues``, not events: positions shift with every placement)."""
         queues, self.state.queues = self.state.queues, {}
+        self.published.update(queues)
         for group, waiting in queues.items():
             await self.queues.publish(group, waiting, len(waiting))
 

@@ -6,9 +6,10 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from events.writes import MAX_BATCH_MESSAGES
+from schemas.settings import MetricsListener
 
 
-class SchedulerSettings(BaseSettings):
+class SchedulerSettings(BaseSettings, MetricsListener):
     model_config = SettingsConfigDict(env_prefix="JETYARD_SCHEDULER_", extra="forbid")
 
     durable: str = Field(

@@ -1,5 +1,6 @@
 """The scheduler's fold: every event it reads (``ev.session.*``, ``ev.node.*``, ``ev.agent.*``,
-``ev.quota.*``, ``ev.vfolder.*``, the tenancy subjects) goes to its aggregate family's ``evolve``.
+``ev.quota.*``, ``ev.vfolder.*``, ``ev.activity.*``, the tenancy subjects) goes to its aggregate
+family's ``evolve``.
 
 Pure: ``evolve`` does no I/O and reads no clock. It only records what changed and asks for a
 pass when one could now decide something new.
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from commands.directory import TENANCY_TYPES
 from events.envelope import StoredEvent
 from schemas.subjects import AggregateType
-from services.scheduler.state import agents, folders, nodes, quotas, sessions, tenancy
+from services.scheduler.state import activity, agents, folders, nodes, quotas, sessions, tenancy
 from services.scheduler.state.model import StateModel
 from services.scheduler.state.questions import Questions
 
@@ -22,6 +23,7 @@ EVOLVE: dict[AggregateType, Callable[[StateModel, StoredEvent], None]] = {
     AggregateType.AGENT: agents.evolve,
     AggregateType.QUOTA: quotas.evolve,
     AggregateType.VFOLDER: folders.evolve,
+    AggregateType.ACTIVITY: activity.evolve,
     **dict.fromkeys(TENANCY_TYPES, tenancy.evolve),  # the directory folds every tenancy type
 }
 """Aggregate type -> the family that folds its events; other types are not the scheduler's."""

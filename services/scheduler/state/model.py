@@ -22,6 +22,7 @@ from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
 from services.scheduler.placement import Placer
+from services.scheduler.rules.deadlines import NEVER, LastActivity
 
 DEFAULT_RESOURCE_GROUP = "default"
 
@@ -40,6 +41,8 @@ class TrackedSession:
     """The stream sequence of its request: the queue's arrival order."""
     placeable_since: float = 0.0
     """When it was admitted (epoch seconds): how long it has waited for placement."""
+    activity: LastActivity = NEVER
+    """When it was last reported in use while running (``ev.activity.*``): its idle timeout."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """Session lifecycle step of a decision pass; writes ``ev.session.<id>`` and ``ev.node.<id>``.
 
 Kernel facts become session transitions, the other kernels of an ending session are asked to
-stop, batch sessions past their timeout are stopped, and waiting sessions whose dependencies
-or start time hold them back (``rules.readiness``, pure) are set aside (or cancelled when a
-dependency can no longer succeed).
+stop, batch sessions past their timeout are stopped, sessions past a time limit (lifetime,
+idle timeout, pending timeout: ``rules.deadlines``, pure) are ended, and waiting sessions whose
+dependencies or start time hold them back (``rules.readiness``, pure) are set aside (or
+cancelled when a dependency can no longer succeed).
 
 Writes (through the pass's workspace) ``ev.session.<id>`` and ``ev.node.<id>``
 (``ResourcesReleased``, ``KernelStopRequested``).
@@ -116,13 +117,17 @@ def stop_timed_out(state: SchedulerState, space: Workspace, now: datetime) -> No
 
 
 def end_expired(state: SchedulerState, space: Workspace, now: datetime) -> None:
-    """Sessions past a time limit: a running one past its keypair's lifetime limit starts
-    terminating (its kernels stopped), a waiting one past its group's pending timeout is
-    cancelled; each with the limit as its reason. The next deadline becomes a timer."""
+    """Sessions past a time limit: a running one past its keypair's lifetime limit or idle
+    timeout starts terminating (its kernels stopped), a waiting one past its group's pending
+    timeout is cancelled; each with the limit as its reason. The next deadline becomes a
+    timer (activity folded meanwhile only moves an idle deadline later: that pass sets the
+    next one)."""
     if not any_time_limits(state.directory):
         return
     # As this pass sees them: a session it just started running has a deadline already.
-    sessions = [space.peek_session(sid) or t.session for sid, t in state.sessions.items()]
+    sessions = [
+        (space.peek_session(sid) or t.session, t.activity) for sid, t in state.sessions.items()
+    ]
     due, upcoming = deadlines(sessions, state.directory, now)
     if upcoming is not None:
         state.wake_at(upcoming)
