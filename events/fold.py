@@ -145,6 +145,11 @@ class Fold(Generic[S]):
         self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
         self.caught_up = asyncio.Event()
 
+    async def pending(self) -> int:
+        """Events of its subjects stored beyond what it has read, now: its lag
+        (``events.metrics.ConsumerLag``; one request to the server)."""
+        return await self._tail.num_pending()
+
     async def poll(self, timeout: float = 1.0) -> list[StoredEvent]:
         """Fold the next batch from the tail; returns the events that changed the state."""
         unseen = self._unseen(await self._tail.fetch_raw(timeout))

@@ -25,6 +25,7 @@ from events.bus import Bus
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.direct import DirectReader, RawMessage
 from events.envelope import Envelope, StoredEvent
+from events.metrics import count_appended
 from events.writes import (
     AggregateRef,
     Committed,
@@ -108,14 +109,18 @@ class EventStore:
         for attempt in range(1, self._max_attempts + 1):
             try:
                 if len(writes) == 1 and len(writes[0].events) == 1:
-                    return await self._publish_one(writes[0], payloads[0][0])
-                return await self._publish_batch(writes, payloads)
+                    committed = await self._publish_one(writes[0], payloads[0][0])
+                else:
+                    committed = await self._publish_batch(writes, payloads)
+                count_appended(writes)
+                return committed
             except (TimeoutError, nats.errors.TimeoutError) as exc:
                 reason = f"no answer ({type(exc).__name__})"
             except _Ambiguous as exc:
                 reason = str(exc)
             resolved = await self._resolve(writes, reason)
             if resolved is not None:
+                count_appended(writes)  # stored by an earlier attempt of this very write
                 return resolved
             # Not stored and every guard still holds: sending it again is safe.
             self.stats.retries += 1

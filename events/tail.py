@@ -104,10 +104,12 @@ class Tail:
 
     async def num_pending(self) -> int:
         """How many matching messages lie beyond the position right now."""
-        sub = self._sub or await self._open()
+        if self._sub is None:
+            await self._open()
+            return self.pending  # the server's count as it made the consumer: no second ask
         # fetch() asks for a bounded batch and hands over all of it, so what the server still
         # counts as pending is exactly what this reader has not seen.
-        info = await sub.consumer_info()
+        info = await self._sub.consumer_info()
         return int(info.num_pending or 0)
 
     async def close(self) -> None:

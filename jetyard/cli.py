@@ -1,6 +1,9 @@
-"""The ``jetyard`` command line: stream set-up, an embedded dev server, audit replay, the
-AsyncAPI document of the bus, a shell in a session (``jetyard shell``, ``jetyard/shell_cli.py``)
-and users' virtual folders (``jetyard vfolder``, ``jetyard/vfolder_cli.py``)."""
+"""The ``jetyard`` command line. For users, through the SDK: ``login``/``logout``
+(``login_cli``), ``run``, ``ps``, ``logs``, ``rm``, ``apps`` (``session_cli``), ``shell``
+(``shell_cli``), ``vfolder`` (``vfolder_cli``), ``completion``. For operators, on NATS: stream
+set-up, the embedded stack (``up``), audit replay (``log``), the views' rebuild, the
+quarantine, the AsyncAPI document; they act on the running stack unless told otherwise
+(``operator_target``)."""
 
 from __future__ import annotations
 
@@ -13,28 +16,33 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import argcomplete
+
 from commands.asyncapi import build_document, differences, render
 from events.bus import ServerUnsuitableError, connect, ensure_streams
 from events.quarantine import Quarantine
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
-from jetyard import shell_cli, vfolder_cli
+from jetyard import completion, login_cli, session_cli, shell_cli, vfolder_cli
 from jetyard.natsserver import NatsServer
+from jetyard.operator_target import nats_settings, projection_settings
 from jetyard.runtime import DataDirBusyError, default_data_dir
 from jetyard.serve import SERVICES, serve
+from jetyard.session_args import split_command
+from jetyard.stacks import NoStackError
 from jetyard.up import UpOptions, up
-from schemas.settings import NatsSettings
 from schemas.subjects import AggregateType
 
+USER_COMMANDS = {"run", "ps", "logs", "rm", "apps"}
 
-def _settings(args: argparse.Namespace) -> NatsSettings:
-    overrides = {k: v for k, v in {"url": args.url, "token": args.token}.items() if v}
-    return NatsSettings(**overrides)
+
+def _json_line(seq: int, body: dict[str, object]) -> str:
+    return json.dumps({"seq": seq, **body})
 
 
 async def _streams(args: argparse.Namespace) -> int:
-    bus = await connect(_settings(args), name="jetyard-cli")
+    bus = await connect(nats_settings(args), name="jetyard-cli")
     try:
         await ensure_streams(bus)
         server = bus.nc.connected_server_version
@@ -45,14 +53,15 @@ async def _streams(args: argparse.Namespace) -> int:
 
 
 async def _log(args: argparse.Namespace) -> int:
-    """Print events as JSON lines, in log order: the audit replay."""
-    bus = await connect(_settings(args), name="jetyard-log")
+    """Print events as JSON lines (``{"seq": ..., <the envelope>}``), in log order: the
+    audit replay, for ``jq``."""
+    bus = await connect(nats_settings(args), name="jetyard-log")
     try:
         if args.aggregate:
             kind, _, aggregate_id = args.aggregate.partition("/")
             history = await EventStore(bus).read(AggregateRef(AggregateType(kind), aggregate_id))
             for event in history.events:
-                print(event.seq, event.envelope.model_dump_json())
+                print(_json_line(event.seq, event.envelope.model_dump(mode="json")))
             return 0
         store = EventStore(bus)
         end = await store.stream_last_seq()
@@ -63,10 +72,10 @@ async def _log(args: argparse.Namespace) -> int:
                 break
             for message in batch:
                 try:
-                    print(message.seq, decode(message).envelope.model_dump_json())
+                    body = decode(message).envelope.model_dump(mode="json")
                 except Exception as exc:  # the log keeps what no code can read: say so
-                    unreadable = {"subject": message.subject, "unreadable": repr(exc)[:300]}
-                    print(message.seq, json.dumps(unreadable))
+                    body = {"subject": message.subject, "unreadable": repr(exc)[:300]}
+                print(_json_line(message.seq, body))
         await tail.close()
     finally:
         await bus.close()
@@ -75,7 +84,7 @@ async def _log(args: argparse.Namespace) -> int:
 
 async def _quarantine(args: argparse.Namespace) -> int:
     """List what consumers quarantined, or release one entry."""
-    bus = await connect(_settings(args), name="jetyard-quarantine")
+    bus = await connect(nats_settings(args), name="jetyard-quarantine")
     try:
         quarantine = await Quarantine.open(bus)
         if args.action == "release":
@@ -100,9 +109,10 @@ async def _quarantine(args: argparse.Namespace) -> int:
 async def _projections(args: argparse.Namespace) -> int:
     """Rebuild every view into shadow tables from the first event, then swap them in."""
     from projections.rebuild import rebuild_views
-    from projections.settings import ProjectionSettings
 
-    return await rebuild_views(ProjectionSettings(), _settings(args))
+    views = projection_settings(args)
+    print(f"rebuilding the views in {views.database_url}", file=sys.stderr, flush=True)
+    return await rebuild_views(views, nats_settings(args))
 
 
 def _nats(args: argparse.Namespace) -> int:
@@ -154,12 +164,22 @@ def parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True)
 
     def with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--url", help="NATS URL (env JETYARD_NATS_URL)")
+        p.add_argument(
+            "--data-dir",
+            help="the stack whose data directory this is (env JETYARD_DATA_DIR; default: "
+            "the running `jetyard up`)",
+        )
+        p.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
         p.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
         return p
 
+    login_cli.add_parsers(sub)
+    session_cli.add_parsers(sub)
+
     with_nats(sub.add_parser("streams", help="create or update every stream and bucket"))
-    log = with_nats(sub.add_parser("log", help="replay the event log as JSON lines (audit)"))
+    log = with_nats(
+        sub.add_parser("log", help="replay the event log as JSON lines with their seq (audit)")
+    )
     log.add_argument("--from-seq", type=int, default=1, help="first stream sequence to print")
     log.add_argument("--aggregate", help="only one aggregate, as <type>/<id>")
     up = sub.add_parser("up", help="start the whole system on this machine (embedded defaults)")
@@ -206,15 +226,33 @@ def parser() -> argparse.ArgumentParser:
     )
     vfolder_cli.add_parser(sub)
     shell_cli.add_parser(sub)
+    completion.add_parser(sub)
     nats = sub.add_parser("nats", help="run a development nats-server with the streams declared")
     nats.add_argument("--data-dir", default=".jetyard/nats", help="where JetStream keeps data")
     nats.add_argument("--port", type=int, default=4222)
     return root
 
 
+def parse(argv: list[str], root: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """The arguments, with ``run``'s command taken whole from after its ``--``."""
+    given, after_dashes = split_command(argv)
+    args = (root or parser()).parse_args(given)
+    if after_dashes is not None:
+        args.cmd = after_dashes
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    root = parser()
+    argcomplete.autocomplete(root)  # answers the shell and exits when it asks (completion.py)
+    args = parse(sys.argv[1:] if argv is None else argv, root)
     try:
+        if args.command in USER_COMMANDS:
+            return session_cli.run(args)
+        if args.command in ("login", "logout"):
+            return login_cli.login(args) if args.command == "login" else login_cli.logout(args)
+        if args.command == "completion":
+            return completion.run(args)
         if args.command == "up":
             options = UpOptions(
                 data_dir=Path(args.data_dir).expanduser(),
@@ -243,7 +281,16 @@ def main(argv: list[str] | None = None) -> int:
             "quarantine": _quarantine,
         }[args.command]
         return asyncio.run(command(args))
-    except (ConnectionError, ServerUnsuitableError, DataDirBusyError, ValueError) as exc:
+    except BrokenPipeError:  # `jetyard log | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except (
+        ConnectionError,
+        ServerUnsuitableError,
+        DataDirBusyError,
+        NoStackError,
+        ValueError,
+    ) as exc:
         print(f"jetyard: {exc}", file=sys.stderr)
         return 2
 

@@ -1,8 +1,8 @@
 """Virtual folders from Python: the gateway's folder queries and mutations as typed calls,
 and each folder's files through the storage data plane (``jetyard.sdk_transfer``) with
-tokens from ``vfolderAccess``. Reached as ``Client.folders``:
+tokens from ``vfolderAccess``. Reached as ``AsyncClient.folders`` (``Client.folders`` blocks):
 
-    async with Client(endpoint, access_key, secret_key) as jy:
+    async with AsyncClient(endpoint, access_key, secret_key) as jy:
         await jy.folders.create("data")
         await jy.folders.upload("data", "train.csv", progress=print)
         await jy.folders.download("data", "results", "results")
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from jetyard.sdk import JetyardError
+from jetyard.sdk_base import JetyardError
 from jetyard.sdk_transfer import Access, Entry, FolderFiles, Progress
 
 if TYPE_CHECKING:
-    from jetyard.sdk import Client
+    from jetyard.sdk_async import AsyncClient
 
 FOLDER_FIELDS = """id name ownerKind ownerId domain volume usageMode status quotaBytes
 bytesUsed files permission clonedFrom createdAt updatedAt shares { userId permission }
@@ -139,11 +139,11 @@ def arguments(**values: Any) -> str:
 
 
 class Folders:
-    """The folder calls of one signed ``Client``."""
+    """The folder calls of one ``AsyncClient``."""
 
     def __init__(
         self,
-        client: Client,
+        client: AsyncClient,
         *,
         data_transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 60.0,

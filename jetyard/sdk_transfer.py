@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from jetyard.sdk import JetyardError
+from jetyard.sdk_base import JetyardError
 from jetyard.sdk_unpack import ArchiveFeed, unpack_into
 
 Progress = Callable[[int, int | None], None]

@@ -22,7 +22,7 @@ import tarfile
 import threading
 from pathlib import Path
 
-from jetyard.sdk import JetyardError
+from jetyard.sdk_base import JetyardError
 from schemas.folder_paths import UnsafePath, parse_path
 
 _COPY_BYTES = 1 << 20

@@ -1,7 +1,7 @@
 """``jetyard shell SESSION``: a shell in a running session's main kernel, through the app proxy
 (``startApp(session, "terminal")``, then a WebSocket to the URL it returns, its token on the
-handshake). Signs with a keypair like ``jetyard vfolder``: ``--access-key``/``--secret-key`` or
-``JETYARD_ACCESS_KEY``/``JETYARD_SECRET_KEY``, against ``--endpoint`` or ``JETYARD_ENDPOINT``.
+handshake). Signs in as the other user commands do (``jetyard.userconfig``: options,
+``JETYARD_*``, then what ``jetyard login`` kept).
 
 With a terminal on stdin it is put in raw mode (restored on exit) and its size is sent at the
 start and on every SIGWINCH; otherwise stdin is relayed as it comes and its end is typed as
@@ -25,8 +25,10 @@ from typing import Any
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
-from jetyard.sdk import Client, JetyardError
-from jetyard.vfolder_cli import DEFAULT_ENDPOINT
+from jetyard.cli_support import add_credential_options, credentials
+from jetyard.sdk_async import AsyncClient
+from jetyard.sdk_base import JetyardError
+from jetyard.userconfig import ConfigError, Credentials
 from schemas.terminal_tokens import TERMINAL, resize_message
 
 START_APP = """mutation($session: ID!, $app: String!) {
@@ -40,24 +42,17 @@ mode) is lost, and a line ``exit`` waits in the TTY until the shell reads it."""
 def add_parser(sub: Any) -> None:
     shell = sub.add_parser("shell", help="a shell in a running session (through the app proxy)")
     shell.add_argument("session", help="the session's id")
-    shell.add_argument(
-        "--endpoint",
-        default=os.environ.get("JETYARD_ENDPOINT", DEFAULT_ENDPOINT),
-        help=f"the gateway (env JETYARD_ENDPOINT; default {DEFAULT_ENDPOINT})",
-    )
-    shell.add_argument("--access-key", default=os.environ.get("JETYARD_ACCESS_KEY"),
-                       help="keypair's access key (env JETYARD_ACCESS_KEY)")  # fmt: skip
-    shell.add_argument("--secret-key", default=os.environ.get("JETYARD_SECRET_KEY"),
-                       help="keypair's secret key (env JETYARD_SECRET_KEY)")  # fmt: skip
+    add_credential_options(shell)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.access_key or not args.secret_key:
-        print("jetyard shell: give a keypair: --access-key and --secret-key, or "
-              "JETYARD_ACCESS_KEY and JETYARD_SECRET_KEY", file=sys.stderr)  # fmt: skip
+    try:
+        signed_in = credentials(args)
+    except ConfigError as exc:
+        print(f"jetyard shell: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_run(args))
+        return asyncio.run(_run(args, signed_in))
     except JetyardError as exc:
         print(f"jetyard shell: {exc}", file=sys.stderr)
         return 1
@@ -66,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _run(args: argparse.Namespace) -> int:
-    async with Client(args.endpoint, args.access_key, args.secret_key) as client:
+async def _run(args: argparse.Namespace, signed_in: Credentials) -> int:
+    async with AsyncClient.from_config(signed_in) as client:
         data = await client.graphql(START_APP, {"session": args.session, "app": TERMINAL})
     url = str(data["startApp"]["url"]).replace("http", "ws", 1)
     interactive = sys.stdin.isatty()

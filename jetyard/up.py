@@ -7,8 +7,9 @@ made on the first start and kept in ``<data-dir>/nats.token`` and ``nats.port``)
 is healthy: the server answering, each service ready (connected and caught up: it writes
 ``<data-dir>/run/<service>.ready``), the gateway's, the storage data plane's and the app
 proxy's ``/healthz`` 200; until then it says what it waits for and why. The storage service's
-key, volume and port are kept in the data directory too (``up_storage``), and the app proxy's
-key and port (``up_appproxy``). It supervises them all: a server that
+key, volume and port are kept in the data directory too (``up_storage``), the app proxy's key
+and port (``up_appproxy``), and the services' metrics ports (``up_metrics``: every ``/metrics``
+is listed in ``<data-dir>/prometheus-targets.json``). It supervises them all: a server that
 dies is started again at once on the same store, port and token (the services reconnect), a
 service after a pause that doubles while it keeps dying at once; it says what went down and
 why, and when it is back, and never gives up on a part. Ctrl-C stops the services, then the
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.bus import connect, ensure_streams
+from jetyard import stacks
 from jetyard.bootstrap import (
     AdminCredentials,
     bootstrap,
@@ -52,6 +54,7 @@ from jetyard.runtime import (
 )
 from jetyard.serve import READY_FILE_ENV
 from jetyard.up_appproxy import AppProxySetup
+from jetyard.up_metrics import MetricsSetup
 from jetyard.up_storage import StorageSetup
 from schemas.settings import NatsSettings
 
@@ -121,6 +124,7 @@ class Stack:
     nats_retry_at: float | None = None  # when to try again to start a server that died
     storage: StorageSetup | None = None
     appproxy: AppProxySetup | None = None
+    metrics: MetricsSetup | None = None
 
     def env(self, name: str) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
@@ -130,6 +134,7 @@ class Stack:
             **os.environ,
             **self.storage.env(),
             **self.appproxy.env(),
+            **(self.metrics.env() if self.metrics is not None else {}),
             "JETYARD_NATS_URL": self.server.url,
             "JETYARD_NATS_TOKEN": self.server.token,
             "JETYARD_AGENT_DATA_DIR": str(data / "agent"),
@@ -172,6 +177,10 @@ class Stack:
         self.appproxy, warning = AppProxySetup.of(data)
         if warning is not None:
             print(f"WARNING: {warning}", flush=True)
+        self.metrics, warnings = MetricsSetup.of(data)
+        for warning in warnings:
+            print(f"WARNING: {warning}", flush=True)
+        self.metrics.write_targets(data, self.metrics_urls())
         asyncio.run(self._declare())
         # For tools run by hand against this stack (`jetyard log`) and agents on other
         # machines: `set -a; . nats.env`.
@@ -182,6 +191,16 @@ class Stack:
         )
         (data / "logs").mkdir(parents=True, exist_ok=True)
         (data / "run").mkdir(parents=True, exist_ok=True)
+        # How `jetyard log`, `projections rebuild`... find this stack (jetyard/stacks.py).
+        stacks.register(
+            stacks.StackRecord(
+                data_dir=str(data.resolve()),
+                pid=os.getpid(),
+                gateway_url=f"http://127.0.0.1:{self.options.gateway_port}",
+                nats_url=self.server.url,
+                views_url=self.env("projections")["JETYARD_PROJECTIONS_DATABASE_URL"],
+            )
+        )
         for name in self.options.services:
             self._spawn(name)
 
@@ -335,10 +354,23 @@ class Stack:
             print(f"{part} is back", flush=True)
             self.down.discard(part)
 
+    def metrics_urls(self) -> dict[str, str]:
+        """Each running service's ``/metrics`` URL."""
+        assert self.metrics is not None and self.storage is not None
+        assert self.appproxy is not None
+        listeners = {
+            "gateway": f"http://127.0.0.1:{self.options.gateway_port}",
+            "storage": self.storage.url,
+            "appproxy": self.appproxy.url,
+        }
+        urls = self.metrics.urls(listeners)
+        return {s: url for s, url in urls.items() if s in self.options.services}
+
     def say_up(self) -> None:
         assert self.server is not None
         data, port = self.options.data_dir, self.options.gateway_port
         print(f"Jetyard is up (data in {data})")
+        print(f"  console   http://127.0.0.1:{port}/console/")
         print(f"  GraphQL   http://127.0.0.1:{port}/graphql")
         print(f"  health    http://127.0.0.1:{port}/healthz")
         if self.storage is not None and "storage" in self.options.services:
@@ -346,6 +378,8 @@ class Stack:
         if self.appproxy is not None and "appproxy" in self.options.services:
             print(f"  apps      {self.appproxy.url}/apps/<session>/<app>/ (startApp)")
         print(f"  NATS      {self.server.url} (token in {data / 'nats.token'})")
+        print(f"  metrics   http://127.0.0.1:{port}/metrics and every service's /metrics, listed")
+        print(f"            in {data / 'prometheus-targets.json'} (docs/metrics.md)")
         print(f"  logs      {data / 'logs'}")
         print("Ctrl-C stops everything.", flush=True)
 
@@ -410,6 +444,7 @@ class Stack:
                 child.wait()
         if self.server is not None:
             self.server.stop()
+        stacks.unregister(self.options.data_dir, os.getpid())
         if self.lock is not None:
             self.lock.release()
 

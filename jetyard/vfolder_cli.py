@@ -1,17 +1,15 @@
 """``jetyard vfolder``: virtual folders from the shell, through the SDK (``jetyard.sdk``): the
 folders (create, ls, info, rename, clone, rm, restore, purge, share, accept, decline,
 unshare, leave, quota) and their files (upload, download, files, mkdir, mv, delete), with a
-progress bar. Signs with a keypair: ``--access-key``/``--secret-key`` or
-``JETYARD_ACCESS_KEY``/``JETYARD_SECRET_KEY``, against ``--endpoint`` or
-``JETYARD_ENDPOINT`` (default ``http://127.0.0.1:8080``). Exit status 1 with the server's
-words when it refuses, 2 for a usage error."""
+progress bar. Signs in as the other user commands do (``jetyard.userconfig``: options,
+``JETYARD_*``, then what ``jetyard login`` kept). Exit status 1 with the server's words when
+it refuses, 2 for a usage error."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -27,12 +25,13 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
 
-from jetyard.sdk import Client, JetyardError
+from jetyard.cli_support import add_credential_options, credentials, json_lines, table
+from jetyard.sdk_async import AsyncClient
+from jetyard.sdk_base import JetyardError
 from jetyard.sdk_folders import Folders, VFolder
+from jetyard.userconfig import ConfigError, Credentials
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^([0-9]+)\s*([kmgt]?)(i?b)?$", re.IGNORECASE)
 
@@ -61,21 +60,7 @@ def human(count: int | None) -> str:
 def add_parser(sub: Any) -> None:
     """``jetyard vfolder ...`` under the main parser's subcommands."""
     vfolder = sub.add_parser("vfolder", help="virtual folders: create, upload, download, share")
-    vfolder.add_argument(
-        "--endpoint",
-        default=os.environ.get("JETYARD_ENDPOINT", DEFAULT_ENDPOINT),
-        help=f"the gateway (env JETYARD_ENDPOINT; default {DEFAULT_ENDPOINT})",
-    )
-    vfolder.add_argument(
-        "--access-key",
-        default=os.environ.get("JETYARD_ACCESS_KEY"),
-        help="keypair's access key (env JETYARD_ACCESS_KEY)",
-    )
-    vfolder.add_argument(
-        "--secret-key",
-        default=os.environ.get("JETYARD_SECRET_KEY"),
-        help="keypair's secret key (env JETYARD_SECRET_KEY)",
-    )
+    add_credential_options(vfolder)
     verbs = vfolder.add_subparsers(dest="verb", required=True)
 
     create = verbs.add_parser("create", help="create a folder")
@@ -173,24 +158,12 @@ def _show(folder: VFolder, as_json: bool) -> None:
 
 
 def _table(folders: list[VFolder]) -> None:
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "id", "owner", "perm", "status", "used", "quota", "files"):
-        table.add_column(column)
-    for f in folders:
-        table.add_row(
-            f.name,
-            f.id,
-            f.owner_kind,
-            f.permission or "-",
-            f.status,
-            human(f.bytes_used),
-            human(f.quota_bytes),
-            str(f.files),
-        )
-    console = Console()
-    if not console.is_terminal:  # a pipe or a file: whole ids, never cut to 80 columns
-        console = Console(width=400)
-    console.print(table)
+    columns = ("name", "id", "owner", "perm", "status", "used", "quota", "files")
+    table(columns, (
+        (f.name, f.id, f.owner_kind, f.permission or "-", f.status, human(f.bytes_used),
+         human(f.quota_bytes), f.files)
+        for f in folders
+    ))  # fmt: skip
 
 
 def _bar(quiet: bool, what: str) -> tuple[Progress, Callable[[int, int | None], None]]:
@@ -247,8 +220,7 @@ async def _files(jy: Folders, args: argparse.Namespace) -> None:
 async def _folders(jy: Folders, args: argparse.Namespace) -> None:
     found = await jy.list(status=args.status, project=args.project)
     if args.json:
-        for folder in found:
-            print(json.dumps(folder.as_json()))
+        json_lines(f.as_json() for f in found)
     else:
         _table(found)
 
@@ -293,21 +265,19 @@ async def _dispatch(jy: Folders, args: argparse.Namespace) -> None:
         await command[verb](jy, args)
 
 
-async def _run(args: argparse.Namespace) -> None:
-    async with Client(args.endpoint, args.access_key, args.secret_key) as client:
+async def _run(args: argparse.Namespace, signed_in: Credentials) -> None:
+    async with AsyncClient.from_config(signed_in) as client:
         await _dispatch(client.folders, args)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.access_key or not args.secret_key:
-        print(
-            "jetyard vfolder: give a keypair: --access-key and --secret-key, or "
-            "JETYARD_ACCESS_KEY and JETYARD_SECRET_KEY",
-            file=sys.stderr,
-        )
+    try:
+        signed_in = credentials(args)
+    except ConfigError as exc:
+        print(f"jetyard vfolder: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_run(args))
+        asyncio.run(_run(args, signed_in))
     except JetyardError as exc:
         print(f"jetyard vfolder {args.verb}: {exc}", file=sys.stderr)
         return 1

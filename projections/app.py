@@ -1,7 +1,8 @@
 """``jetyard serve projections``: keep the views equal to the log until stopped.
 
 Reads ``ev.>``. A view stored by another view version is rebuilt (shadow tables, then a swap)
-before the projector follows the log.
+before the projector follows the log. Serves ``/metrics`` on ``JETYARD_PROJECTIONS_METRICS_PORT``
+when set (``projections.metrics``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import logging
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from events.bus import connect
+from events.metrics import metrics_listener
 from projections.base import read_positions
 from projections.db import create_engine
+from projections.metrics import projection_metrics
 from projections.rebuild import rebuild_on
 from projections.runner import Projector, create_tables
 from projections.settings import ProjectionSettings
@@ -44,7 +47,10 @@ async def run(
             await rebuild_on(engine, bus, batch=settings.batch)
         position = await projector.start()
         log.info("projecting from seq %d into %s", position + 1, engine.url.render_as_string())
-        await projector.run(stop, settings.fetch_timeout_s)
+        metrics = projection_metrics(projector, bus)
+        host, port = settings.metrics_host, settings.metrics_port
+        async with metrics_listener(metrics, host, port, "projections"):
+            await projector.run(stop, settings.fetch_timeout_s)
     finally:
         await projector.close()
         await engine.dispose()

@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.settings import MetricsListener
+
 
 def default_data_dir() -> Path:
     """``JETYARD_DATA_DIR``, else the same per-user directory ``jetyard up`` uses."""
@@ -17,7 +19,7 @@ def default_data_dir() -> Path:
     return Path(base) / "jetyard"
 
 
-class ProjectionSettings(BaseSettings):
+class ProjectionSettings(BaseSettings, MetricsListener):
     model_config = SettingsConfigDict(env_prefix="JETYARD_PROJECTIONS_", extra="forbid")
 
     data_dir: Path = Field(default_factory=default_data_dir)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from projections import agents, nodes, sessions, vfolders
+from projections import agents, nodes, sessions, usage, vfolders
 from projections.base import View
 
-VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW, vfolders.VIEW)
+VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW, vfolders.VIEW, usage.VIEW)

@@ -21,11 +21,6 @@ from schemas.service_ports import NAME_PATTERN
 
 VERSION = "a1"
 MAX_PAYLOAD_CHARS = 1500
-_REFUSED = {
-    "malformed": "the app token is malformed",
-    "forged": "the app token's signature does not match",
-    "unreadable": "the app token's claims cannot be read",
-}
 COOKIE = "jetyard_app"
 """The cookie's name; its ``Path`` (``/apps/<session>/<app>/``) keeps one per app."""
 
@@ -67,7 +62,7 @@ def verify(key: bytes, token: str, *, now: float, kind: TokenKind, max_ttl_s: fl
     try:
         claims = unseal(key, VERSION, token, AppClaims, max_payload=MAX_PAYLOAD_CHARS)
     except SealError as exc:
-        raise AppTokenError(_REFUSED[exc.reason]) from None
+        raise AppTokenError(exc.said_of("app token")) from None
     if claims.kind is not kind:
         raise AppTokenError(f"a {claims.kind.value} token cannot be used as a {kind.value} token")
     if claims.exp <= now:

@@ -31,7 +31,7 @@ integer, which is what the read models store."""
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]+)?$")
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([kmgtKMGT]?)(?:[iI]?[bB])?$")
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_DIGITS_MAX = 30
+DIGITS_MAX = 30
 """Longer numbers are refused before any arithmetic: no value we accept needs more."""
 
 
@@ -79,7 +79,7 @@ def decimal_of(what: str, text: str) -> Decimal:
     cleaned = text.strip()
     if cleaned.startswith("-") and _NUMBER.match(cleaned[1:]):
         raise BoundsError(f"{what} must not be negative, got {_shown(text)}")
-    if len(cleaned) > _DIGITS_MAX or not _NUMBER.match(cleaned):
+    if len(cleaned) > DIGITS_MAX or not _NUMBER.match(cleaned):
         raise BoundsError(
             f"{what} {_shown(text)} is not a plain number: write digits 0-9 with at most one "
             "decimal point (no sign, exponent, NaN or infinity), e.g. 2 or 0.5"
@@ -116,7 +116,7 @@ def memory_bytes(text: str, limits: InputLimits = DEFAULT_LIMITS, *, least: int 
     cleaned = text.strip()
     if cleaned.startswith("-") and _SIZE.match(cleaned[1:]):
         raise BoundsError(f"memory must not be negative, got {_shown(text)}")
-    match = _SIZE.match(cleaned) if len(cleaned) <= _DIGITS_MAX else None
+    match = _SIZE.match(cleaned) if len(cleaned) <= DIGITS_MAX else None
     if match is None:
         raise BoundsError(
             f"memory {_shown(text)} is not a size: write digits 0-9 with an optional unit "

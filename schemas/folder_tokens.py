@@ -22,11 +22,6 @@ from schemas.sealed import SealError, seal, unseal
 
 VERSION = "v1"
 MAX_PAYLOAD_CHARS = 3000
-_REFUSED = {
-    "malformed": "the token is malformed",
-    "forged": "the token's signature does not match",
-    "unreadable": "the token's claims cannot be read",
-}
 
 
 class Operation(StrEnum):
@@ -86,7 +81,7 @@ def verify(key: bytes, token: str, *, now: float, max_ttl_s: float) -> Claims:
     try:
         claims = unseal(key, VERSION, token, Claims, max_payload=MAX_PAYLOAD_CHARS)
     except SealError as exc:
-        raise TokenError("token_invalid", 401, _REFUSED[exc.reason]) from None
+        raise TokenError("token_invalid", 401, exc.said_of("token")) from None
     if claims.exp <= now:
         raise TokenError("token_expired", 401, "the token has expired: ask the API for a new one")
     if claims.exp > now + max_ttl_s:

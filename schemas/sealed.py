@@ -34,6 +34,17 @@ class SealError(Exception):
         super().__init__(reason)
         self.reason = reason
 
+    def said_of(self, token: str) -> str:
+        """What is answered, naming the kind of token: ``the app token is malformed``."""
+        return _SAID[self.reason].format(token=token)
+
+
+_SAID = {
+    "malformed": "the {token} is malformed",
+    "forged": "the {token}'s signature does not match",
+    "unreadable": "the {token}'s claims cannot be read",
+}
+
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")

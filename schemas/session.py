@@ -109,7 +109,7 @@ MAX_REQUEUES = 3
 """How often a session asking to be requeued on node loss is placed again; the next loss
 ends it ``node-lost`` (a job that kills every node it lands on should not roam for ever)."""
 MAX_DEPENDENCIES = 16
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 MAX_COMMAND_WORDS = 1024
 MAX_ENV = 256
 MAX_TIMEOUT_S = 366 * 24 * 3600
@@ -247,7 +247,7 @@ def check_request(spec: SessionSpec, limits: InputLimits = DEFAULT_LIMITS) -> No
     if len(spec.env) > MAX_ENV:
         raise BoundsError(f"more than {MAX_ENV} environment variables")
     for key, value in spec.env.items():
-        if not _ENV_NAME.match(key):
+        if not ENV_NAME.match(key):
             raise BoundsError(
                 f"environment variable name {key[:40]!r} is not valid: start with a letter "
                 "(A-Z, a-z) or '_', then letters, digits 0-9 or '_'"

@@ -5,12 +5,25 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.bounds import InputLimits
 
 MIN_SERVER_VERSION = (2, 12, 3)
+
+
+class MetricsListener(BaseModel):
+    """The ``/metrics`` listener of a service without an HTTP listener of its own (mixed into
+    its settings, so ``JETYARD_<SERVICE>_METRICS_HOST``/``_PORT``)."""
+
+    metrics_host: str = Field(default="127.0.0.1", description="where /metrics listens")
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="the port of /metrics for Prometheus (docs/metrics.md); unset: not served",
+    )
 
 
 class NatsSettings(BaseSettings):

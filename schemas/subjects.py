@@ -57,6 +57,10 @@ class AggregateType(StrEnum):
     IMAGE = "image"
     CORRECTION = "correction"
     """An operator's correction of a held (quarantined) aggregate: skip one event, or void it."""
+    ACTIVITY = "activity"
+    """One reporter's reports that sessions were in use (idle timeouts read them), under the
+    reporter's id: a node's agent (its node id) or an app proxy replica (its proxy id). Each
+    is written only by that reporter."""
 
 
 def event_subject(aggregate_type: AggregateType | str, aggregate_id: str) -> str:

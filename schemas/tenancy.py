@@ -164,6 +164,9 @@ class KeypairPolicyLimits(BaseModel):
     max_containers_per_session: int = Field(default=1, ge=1)
     max_session_lifetime_s: int | None = Field(default=None, ge=1)
     idle_timeout_s: int | None = Field(default=None, ge=1)
+    idle_utilization_threshold_pct: int | None = Field(default=None, ge=1, le=100)
+    """With ``idle_timeout_s``: an interactive session whose CPU and GPU utilisation stayed
+    under this many percent for that long is idle too, whatever its traffic."""
     max_priority: int = Field(default=SESSION_PRIORITY_DEFAULT, ge=0, le=SESSION_PRIORITY_MAX)
 
 

@@ -26,11 +26,6 @@ HEADER = "X-Jetyard-Terminal-Token"
 TTL_S = 60
 MAX_TTL_S = 300
 MAX_PAYLOAD_CHARS = 600
-_REFUSED = {
-    "malformed": "the terminal token is malformed",
-    "forged": "the terminal token's signature does not match",
-    "unreadable": "the terminal token's claims cannot be read",
-}
 
 
 class TerminalClaims(BaseModel):
@@ -53,7 +48,7 @@ def verify(key: bytes, token: str, *, now: float) -> TerminalClaims:
     try:
         claims = unseal(key, VERSION, token, TerminalClaims, max_payload=MAX_PAYLOAD_CHARS)
     except SealError as exc:
-        raise TerminalTokenError(_REFUSED[exc.reason]) from None
+        raise TerminalTokenError(exc.said_of("terminal token")) from None
     if claims.exp <= now:
         raise TerminalTokenError("the terminal token has expired")
     if claims.exp > now + MAX_TTL_S:

@@ -97,9 +97,9 @@ MOUNT_ROOT = "/home/work"
 """Where a folder is mounted when the request names no path: ``/home/work/<folder name>``."""
 MAX_MOUNTS = 32
 MAX_MOUNT_PATH = 255
-_RESERVED_MOUNT_PATHS = ("/", "/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/lib",
+RESERVED_MOUNT_PATHS = ("/", "/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/lib",
                          "/lib64", "/usr", "/boot", "/run", "/tmp", "/var")  # fmt: skip
-_MOUNT_PATH_CHARS = re.compile(r"^/[A-Za-z0-9._/-]*$")
+MOUNT_PATH_CHARS = re.compile(r"^/[A-Za-z0-9._/-]*$")
 
 
 def mount_path_problem(path: str) -> str | None:
@@ -107,14 +107,14 @@ def mount_path_problem(path: str) -> str | None:
     normal path of plain characters, not a system directory nor inside one."""
     if len(path) > MAX_MOUNT_PATH:
         return f"a mount path is at most {MAX_MOUNT_PATH} characters"
-    if not _MOUNT_PATH_CHARS.match(path):
+    if not MOUNT_PATH_CHARS.match(path):
         return (
             f"mount path {path[:80]!r} must be absolute and made of A-Z, a-z, 0-9, '.', '_', "
             "'-' and '/'"
         )
     if posixpath.normpath(path) != path or "//" in path:
         return f"mount path {path[:80]!r} is not normal (no '.', '..', '//' or trailing '/')"
-    for reserved in _RESERVED_MOUNT_PATHS:
+    for reserved in RESERVED_MOUNT_PATHS:
         if path == reserved or (reserved != "/" and path.startswith(reserved + "/")):
             return f"mount path {path!r} is a system directory (or inside one)"
     return None

@@ -15,6 +15,7 @@ from commands.bus import CommandBus
 from events.bus import Bus, connect, ensure_streams
 from events.quarantine import Quarantine
 from events.queues import QueueBoard
+from events.serving import serve_until
 from projections.settings import ProjectionSettings
 from schemas.settings import NatsSettings, input_limits
 from services.gateway.access import AccessLog
@@ -30,7 +31,6 @@ from services.gateway.quotas import QuotaUse
 from services.gateway.settings import GatewaySettings
 from services.gateway.sqlviews import SqlViews
 from services.gateway.views import Views
-from services.serving import serve_until
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,8 @@
 """The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions) at
 ``/graphql``, ``/healthz`` (200 only when the views have caught up) and ``/asyncapi.json`` (the
-AsyncAPI document of every command, outcome and event subject, built from the code at start).
+AsyncAPI document of every command, outcome and event subject, built from the code at start),
+and the web console at ``/console/`` (``services.gateway.console``: static pages, public);
+``/metrics`` for Prometheus (``services.gateway.metrics``, docs/metrics.md).
 
 Every HTTP request is authenticated before GraphQL sees it (a keypair signature or a login
 token; none at all reaches only ``login``), rate limited per keypair or user, and recorded in
@@ -36,9 +38,11 @@ from schemas.ids import new_id
 from services.gateway.access import AccessRecord, now
 from services.gateway.auth.authenticate import AuthError, signed_target
 from services.gateway.auth.ratelimit import Limiter, LocalLimiter
+from services.gateway.console.routes import console_routes
 from services.gateway.context import Context, Services
 from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
 from services.gateway.graphiql import ASSETS, ASSETS_URL, local_page
+from services.gateway.metrics import gateway_metrics
 from services.gateway.requests import (
     MAX_BODY_BYTES,
     BadRequestError,
@@ -47,6 +51,7 @@ from services.gateway.requests import (
     parse_body,
 )
 from services.gateway.schema import schema
+from services.gateway.usage_csv import usage_csv_app
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -349,12 +354,27 @@ def build_app(services: Services) -> Starlette:
         ok, body = await health(services, store)
         return JSONResponse(body, status_code=200 if ok else 503)
 
+    metrics, counted = gateway_metrics(services)  # docs/metrics.md
     return Starlette(
+        middleware=[counted],
         routes=[
             Mount(ASSETS_URL, app=_cached(StaticFiles(directory=ASSETS))),
             Route("/graphql", Authenticated(graphql, services, limiter), methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             Route("/healthz", healthz),
+            Route("/metrics", metrics, methods=["GET"]),
             Route("/asyncapi.json", Authenticated(asyncapi, services, limiter), methods=["GET"]),
-        ]
+            # Usage reports as CSV, with the same auth as /graphql (docs/usage.md).
+            Route(
+                "/usage.csv",
+                Authenticated(usage_csv_app(services, PRINCIPAL_KEY), services, limiter),
+                methods=["GET"],
+            ),
+            # The web console: public pages that call /graphql with the user's credentials.
+            *console_routes(
+                limits=services.limits,
+                storage_url=services.settings.storage_url,
+                appproxy_url=services.settings.appproxy_url,
+            ),
+        ],
     )

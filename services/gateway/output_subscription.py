@@ -17,6 +17,7 @@ from strawberry.types import Info
 from commands.authorisation import can_act_on_session
 from schemas.ids import check_token
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.live import check_still_valid
 from services.gateway.output_feed import OutputChunk, dropped_marker, live_output
 from services.gateway.session_lookup import owner_on_log
 
@@ -69,8 +70,5 @@ class OutputSubscription:
         if not can_act_on_session(who(info), await owner_on_log(ctx, session_id)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         async for chunk in live_output(ctx.bus, session_id, kernel_id, since):
-            # A principal whose keypair or account was deactivated meanwhile gets no more.
-            principal = ctx.principal
-            if principal is None or ctx.directory.principal(principal.actor) is None:
-                raise GraphQLError("your credentials are no longer valid")
+            check_still_valid(ctx)
             yield KernelOutput.of(chunk)

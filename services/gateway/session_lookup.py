@@ -10,11 +10,11 @@ from graphql import GraphQLError
 from strawberry.types import Info
 
 from commands.authorisation import can_read_session
-from events.store import EventStore
-from events.writes import AggregateRef
+from events.envelope import StoredEvent
+from events.store import EventStore, decode
 from projections.queries import SessionView
 from projections.session_tables import SessionRecord
-from schemas.subjects import AggregateType
+from schemas.subjects import AggregateType, event_subject
 from schemas.tenancy import SessionOwner
 from services.gateway.context import Context, ctx_of, who
 
@@ -39,11 +39,18 @@ async def visible_session(info: Info[Context, Any], session_id: str) -> SessionV
     return view
 
 
+def owner_named(requested: StoredEvent) -> SessionOwner | None:
+    """The owner a session's first event (``SessionRequested``) names; None from before
+    tenancy."""
+    owner = requested.envelope.payload.get("owner")
+    return None if owner is None else SessionOwner.model_validate(owner)
+
+
 async def owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:
     """The owner a session's first event names (subscriptions read the log, not the view,
     which may lag); raises "no session" if there is no first event."""
-    history = await EventStore(ctx.bus).read(AggregateRef(AggregateType.SESSION, session_id))
-    if not history.events:
+    subject = event_subject(AggregateType.SESSION, session_id)
+    first = await EventStore(ctx.bus).reader.read_subject(subject, limit=1)
+    if not first:
         raise GraphQLError(f"there is no session {session_id}", extensions={"code": "not-found"})
-    requested = history.events[0].envelope.payload.get("owner")
-    return None if requested is None else SessionOwner.model_validate(requested)
+    return owner_named(decode(first[0]))

@@ -15,6 +15,7 @@ from commands.authorisation import can_read_session
 from schemas.ids import check_token
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.feed import session_updates
+from services.gateway.live import check_still_valid
 from services.gateway.session_lookup import owner_on_log
 from services.gateway.types import StatusChange
 
@@ -37,8 +38,5 @@ class Subscription:
         if not can_read_session(who(info), await owner_on_log(ctx, session_id)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         async for update in session_updates(ctx.bus, ctx.services.queues, session_id):
-            # A principal whose keypair or account was deactivated meanwhile gets no more.
-            principal = ctx.principal
-            if principal is None or ctx.directory.principal(principal.actor) is None:
-                raise GraphQLError("your credentials are no longer valid")
+            check_still_valid(ctx)
             yield StatusChange.of(update.change, update.queue)

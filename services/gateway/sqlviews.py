@@ -11,6 +11,7 @@ from projections.db import create_engine
 from projections.queries import NodeView, SessionPage, SessionView
 from projections.runner import create_tables
 from projections.settings import ProjectionSettings
+from services.gateway.usage_views import SqlUsageViews, UsageViews
 from services.gateway.vfolder_views import FolderViews, SqlFolderViews
 
 
@@ -18,6 +19,7 @@ class SqlViews:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self.folders: FolderViews = SqlFolderViews(engine)
+        self.usage: UsageViews = SqlUsageViews(engine)
 
     @classmethod
     async def open(cls, settings: ProjectionSettings, bus: Bus) -> SqlViews:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from projections.queries import NodeView, SessionPage, SessionView
+from services.gateway.usage_views import UsageViews
 from services.gateway.vfolder_views import FolderViews
 
 
 class Views(Protocol):
     folders: FolderViews
     """The vfolders view (``services.gateway.vfolder_views``)."""
+    usage: UsageViews
+    """The usage view (``services.gateway.usage_views``)."""
 
     async def sessions(
         self,

@@ -4,8 +4,9 @@ scheduler and an agent would."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import random
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from events.bus import Bus
 from events.catalogue import Event
 from events.domain.agent import KernelServicePortsReported
 from events.domain.session import SessionRequested, SessionStarted
+from events.serving import listening
 from events.store import EventStore
 from events.writes import AggregateRef, Write
 from schemas.app_tokens import AppClaims, issue
@@ -68,16 +70,8 @@ def _port(server: uvicorn.Server) -> int:
 
 @contextlib.asynccontextmanager
 async def serving(server: uvicorn.Server) -> AsyncIterator[int]:
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
+    async with listening(server, "a test's server"):
         yield _port(server)
-    finally:
-        server.should_exit = True
-        await asyncio.gather(task, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager
@@ -90,12 +84,13 @@ async def fake_app() -> AsyncIterator[int]:
 
 @contextlib.asynccontextmanager
 async def running_proxy(
-    bus: Bus, terminal_key: str | None = None
+    bus: Bus, terminal_key: str | None = None, app_ports: range | None = None
 ) -> AsyncIterator[tuple[AppProxyService, str]]:
-    """A proxy with its own fold, and its base URL."""
+    """A proxy with its own fold, and its base URL (port mode on ``app_ports`` if given)."""
     settings = AppProxySettings(
-        port=0, token_key=KEY, poll_timeout_s=0.2, terminal_key=terminal_key
-    )
+        port=0, token_key=KEY, poll_timeout_s=0.2, terminal_key=terminal_key,
+        app_ports=f"{app_ports.start}-{app_ports.stop - 1}" if app_ports else None,
+    )  # fmt: skip
     service = AppProxyService(bus, settings)
     await service.start()
     try:
@@ -103,6 +98,25 @@ async def running_proxy(
             yield service, f"http://127.0.0.1:{port}"
     finally:
         await service.stop()
+
+
+def free_ports(count: int) -> range:
+    """``count`` consecutive ports free on 127.0.0.1 now."""
+    for _ in range(200):
+        first = random.randrange(20_000, 60_000 - count)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return range(first, first + count)
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def token(session_id: str, app: str, user: str, *, admin: bool = False, ttl: int = 60) -> str:

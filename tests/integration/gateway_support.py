@@ -24,6 +24,7 @@ from projections.db import create_engine
 from projections.runner import Projector
 from schemas.ids import new_id
 from schemas.subjects import COMMANDS_STREAM
+from schemas.tenancy import SessionOwner, project_id_for
 from services.gateway.app import open_services
 from services.gateway.context import Services
 from services.gateway.http import build_app
@@ -115,3 +116,35 @@ async def _shut(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
 async def _delete_consumer(bus: Bus, durable: str) -> None:
     with contextlib.suppress(NotFoundError):
         await bus.js.delete_consumer(COMMANDS_STREAM, durable)
+
+
+async def gql_ok(gw: Gateway, query: str, **variables: Any) -> dict[str, Any]:
+    """The answer's data, asserting there were no errors."""
+    body = await gw.gql(query, **variables)
+    assert "errors" not in body, body
+    data: dict[str, Any] = body["data"]
+    return data
+
+
+async def person(
+    gw: Gateway, name: str, domain: str, project: str, role: str = "user"
+) -> tuple[SessionOwner, JetyardAuth, str]:
+    """A user of ``role`` in ``domain``'s ``project`` with a keypair: as a session owner, the
+    keypair's signing, and the email."""
+    email = f"{name}-{new_id()[:6]}@example.org"
+    made = await gql_ok(
+        gw,
+        """mutation($e: String!, $d: String!, $r: String!, $p: [ID!]) {
+            createUser(email: $e, password: "pw-123456", domain: $d, role: $r, projects: $p) {
+            id } }""",
+        e=email, d=domain, r=role, p=[project_id_for(domain, project)],
+    )  # fmt: skip
+    user_id = made["createUser"]["id"]
+    issued = await gql_ok(
+        gw, "mutation($u: ID!) { createKeypair(userId: $u) { accessKey secretKey } }", u=user_id
+    )
+    ak, sk = issued["createKeypair"]["accessKey"], issued["createKeypair"]["secretKey"]
+    owner = SessionOwner(
+        access_key=ak, user_id=user_id, project_id=project_id_for(domain, project), domain=domain
+    )
+    return owner, JetyardAuth(ak, sk), email

@@ -111,18 +111,21 @@ class FakeAgent:
 def create(
     image: str, need: ResourceSlots, owner: SessionOwner, *, kernels: int = 1, **fields: Any
 ) -> CreateSession:
-    """A session of ``kernels`` identical kernels; ``fields`` set the rest of its spec."""
+    """A session of ``kernels`` identical kernels running ``sleep 60`` unless ``fields`` say
+    another ``command``; ``fields`` set the rest of its spec."""
     spec = SessionSpec(
         image=image,
         kernels=tuple(KernelSpec(resources=need) for _ in range(kernels)),
-        command=("sleep", "60"),
+        command=fields.pop("command", ("sleep", "60")),
         env={"JY_TEST": "1"},
         **fields,
     )
     return CreateSession(actor=Actor.service("tests"), tenant=SYSTEM_TENANT, spec=spec, owner=owner)
 
 
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 5.0) -> T:
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], timeout: float = 5.0, what: str = ""
+) -> T:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -130,7 +133,7 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 
         if found:
             return found
         if loop.time() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {check}")
+            raise AssertionError(f"not true after {timeout}s: {what or check}")
         await asyncio.sleep(0.02)
 
 

@@ -22,6 +22,7 @@ from tests.integration.appproxy_support import (
     BOB,
     FakeSession,
     fake_app,
+    free_ports,
     running_proxy,
     token,
 )
@@ -134,3 +135,55 @@ async def test_a_proxy_started_later_serves_the_routes_from_the_log(
         cookie = await _opened(client, f"{prefix}/?token={token(session.id, 'web', ALICE)}")
         again = await client.get(f"{prefix}/", headers={"Cookie": f"{COOKIE}={cookie}"})
     assert again.status_code == 200
+
+
+async def test_port_mode_gives_each_app_a_port_of_its_own(bus: Bus, app_port: int) -> None:
+    """The path URL sends the browser to the app's port, token and all; there the token
+    becomes that port's cookie and the app sees its own root. Another user's cookie does not
+    pass; a port freed by a session's end goes to the next app, and the old cookie is
+    refused there."""
+    ports = free_ports(40)  # the log is shared: other tests' sessions hold slots too
+    first, second = FakeSession(EventStore(bus)), FakeSession(EventStore(bus))
+    await first.start(ALICE, [("web", app_port, False)])
+    await second.start(BOB, [("web", app_port, False)])
+    async with running_proxy(bus, app_ports=ports) as (proxy, base), httpx.AsyncClient() as client:
+        await proxy.sync()
+        mine, bobs_port = (ports[proxy.table.slots[(s.id, "web")]] for s in (first, second))
+        path_url = f"{base}/apps/{first.id}/web/page?x=1&token={token(first.id, 'web', ALICE)}"
+        sent = await client.get(path_url)
+        assert sent.status_code == 307
+        at_port = sent.headers["location"]
+        assert at_port.startswith(f"http://127.0.0.1:{mine}/page?x=1&token=")
+        opened = await client.get(at_port)
+        assert opened.status_code == 303 and opened.headers["location"] == "/page?x=1"
+        assert "Path=/;" in opened.headers["set-cookie"]
+        alice = opened.cookies[f"{COOKIE}_{mine}"]
+        client.cookies.clear()  # every request below says what it carries
+        home = f"http://127.0.0.1:{mine}"
+        cookie = {"Cookie": f"{COOKIE}_{mine}={alice}; mine=1"}
+        got = await client.get(f"{home}/page?x=1", headers=cookie)
+        assert got.status_code == 200, got.text
+        assert got.json() == {"method": "GET", "path": "/page", "query": "x=1", "cookie": "mine=1",
+                              "body": "", "prefix": None}  # fmt: skip
+        async with connect(f"ws://127.0.0.1:{mine}/ws", additional_headers=cookie) as ws:
+            await ws.send("hi")
+            assert await asyncio.wait_for(ws.recv(), 5) == "echo:hi"
+
+        bobs = await client.get(
+            f"http://127.0.0.1:{bobs_port}/?token={token(second.id, 'web', BOB)}"
+        )
+        bob = bobs.cookies[f"{COOKIE}_{bobs_port}"]
+        client.cookies.clear()
+        as_bob = await client.get(f"{home}/", headers={"Cookie": f"{COOKIE}_{mine}={bob}"})
+        assert as_bob.status_code == 403
+        assert (await client.get(f"{home}/")).status_code == 401
+
+        await first.write(SessionTerminated(reason="user request", exit_code=0))
+        await proxy.sync()
+        assert (await client.get(f"{home}/", headers=cookie)).status_code == 404
+        third = FakeSession(EventStore(bus))
+        await third.start(BOB, [("web", app_port, False)])
+        await proxy.sync()
+        assert ports[proxy.table.slots[(third.id, "web")]] == mine
+        reused = await client.get(f"{home}/", headers=cookie)
+        assert reused.status_code == 403  # the port is the third session's app now

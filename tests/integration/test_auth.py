@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from commands.authorisation import Principal
 from events.bus import Bus
-from jetyard.sdk import Client, JetyardAuth, JetyardError
+from jetyard.sdk import AsyncClient, JetyardAuth, JetyardError
 from schemas.ids import new_id
 from schemas.principal import Actor, ActorKind
 from schemas.subjects import CREDENTIALS_BUCKET, LOGINS_BUCKET, SECRETS_BUCKET
@@ -220,6 +220,19 @@ async def test_people_data_is_unreadable_once_the_person_is_forgotten(bus: Bus) 
     resealed = await people.seal(user_id, "ada@example.com")  # a new key, after forgetting
     assert await people.unseal(user_id, resealed) == "ada@example.com"
     assert await people.unseal(user_id, sealed) is None
+
+
+async def test_a_gateway_with_another_master_key_reads_nobody_but_does_not_fail(
+    bus: Bus,
+) -> None:
+    """A replica misconfigured with another master key: each person it cannot open is None
+    (and logged), so a listing of many people still answers."""
+    people = PeopleVault(bus, SecretVault.generate_key())
+    misconfigured = PeopleVault(bus, SecretVault.generate_key())
+    user_id = new_id()
+    sealed = await people.seal(user_id, "grace@example.com")
+    assert await misconfigured.unseal(user_id, sealed) is None
+    assert await people.unseal(user_id, sealed) == "grace@example.com"
 
 
 async def test_passwords_verify_and_are_rehashed_when_parameters_change(bus: Bus) -> None:
@@ -434,10 +447,10 @@ async def test_the_sdk_client_and_the_authenticator_agree_end_to_end(world: Worl
     app = Starlette(routes=[Route("/graphql", graphql, methods=["POST"])])
     transport = httpx.ASGITransport(app=app)
 
-    async with Client(f"http://{HOST}", access_key, secret_key, transport=transport) as jy:
+    async with AsyncClient(f"http://{HOST}", access_key, secret_key, transport=transport) as jy:
         assert await jy.graphql("{ me }", {"a": 1}) == {"me": user_id, "query": "{ me }"}
         assert (await jy.graphql("{ me }"))["me"] == user_id  # a fresh nonce each time
-    async with Client(f"http://{HOST}", access_key, "wrong", transport=transport) as jy:
+    async with AsyncClient(f"http://{HOST}", access_key, "wrong", transport=transport) as jy:
         with pytest.raises(JetyardError, match="401 Unauthorized: the signature does not match"):
             await jy.graphql("{ me }")
 

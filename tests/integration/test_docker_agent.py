@@ -293,3 +293,27 @@ async def _exited(docker: aiodocker.Docker, container_id: str) -> bool:
 
 async def _is(value: Any, wanted: object) -> bool:
     return bool(await value == wanted)
+
+
+async def test_a_busy_containers_cpu_time_grows_and_a_gone_ones_is_unknown(
+    docker: aiodocker.Docker,
+) -> None:
+    node, cluster = f"n-{new_id()}", f"c{new_id()[:8]}"
+    backend = await DockerBackend.connect(node, cluster_id=cluster, stop_timeout_s=1)
+    kernel = new_id()
+    try:
+        spec = KernelSpec(kernel_id=kernel, session_id=f"s-{kernel}", image=IMAGE,
+                          command=("sh", "-c", "while :; do :; done"))  # fmt: skip
+        container_id = await backend.start(spec)
+        first = await backend.cpu_seconds(container_id)
+
+        async def grew() -> bool:
+            now = await backend.cpu_seconds(container_id)
+            return first is not None and now is not None and now > first + 0.2
+
+        await eventually(grew, what="CPU time to grow")
+        await backend.remove(container_id)
+        assert await backend.cpu_seconds(container_id) is None
+    finally:
+        await backend.close()
+        await remove_containers(docker, node, cluster)

@@ -1,10 +1,12 @@
 """A kernel's terminal on the real Docker engine, at its agent's endpoint: a command typed runs
 in the container and its output comes back; a resize changes ``stty size``; Ctrl-C stops a
-foreground command; a request without a good token for that kernel is refused."""
+foreground command; a program that ignores Ctrl-C and Ctrl-D is killed once the client has
+gone; a request without a good token for that kernel is refused."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +17,8 @@ from websockets.asyncio.client import connect
 
 from schemas.ids import new_id
 from schemas.terminal_tokens import HEADER, issue, resize_message
+from services.node.backend import LABEL_KERNEL
+from tests.integration.replica_support import until
 from tests.integration.terminal_support import (
     TERMINAL_KEY,
     Kernel,
@@ -77,3 +81,22 @@ async def test_a_kernel_that_does_not_run_here_is_not_found(kernel: Kernel) -> N
                            additional_headers=_token(other)):  # fmt: skip
             pass
     assert refused.value.response.status_code == 404
+
+
+async def test_what_ignores_the_hang_up_is_killed_when_the_client_goes(kernel: Kernel) -> None:
+    """Ctrl-C and Ctrl-D reach a program that ignores both; it is killed all the same."""
+    url = f"{kernel.terminal_url}/kernels/{kernel.id}/pty"
+    async with connect(url, additional_headers=_token(kernel.id)) as ws:
+        await ws.send("sh -c 'trap \"\" INT HUP TERM QUIT; exec sleep 4242'\n")
+        await until("the program started", 15, lambda: "sleep 4242" in _processes(kernel))
+    await until("the program killed", 15, lambda: "sleep 4242" not in _processes(kernel))
+
+
+def _processes(kernel: Kernel) -> str:
+    ids = subprocess.run(
+        ["docker", "ps", "--quiet", "--filter", f"label={LABEL_KERNEL}={kernel.id}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert ids, "the kernel's container is gone"
+    top = subprocess.run(["docker", "top", ids[0]], capture_output=True, text=True, check=True)
+    return top.stdout

@@ -101,6 +101,7 @@ def test_keypair_policy() -> None:
     assert keypair.max_pending_resource_slots == SlotLimits(cpu_milli=16000)
     assert keypair.max_session_lifetime_s == 3600
     assert keypair.idle_timeout_s is None  # null: no limit
+    assert keypair.idle_utilization_threshold_pct is None
     assert keypair.max_priority == 50
 
 
@@ -111,6 +112,14 @@ def test_keypair_policy() -> None:
         (KeypairPolicyInput(max_pending_sessions=-5), "keypair.maxPendingSessions must not be"),
         (KeypairPolicyInput(max_containers_per_session=0), "maxContainersPerSession must not be"),
         (KeypairPolicyInput(idle_timeout_s=0), "keypair.idleTimeoutS must not be less than 1"),
+        (
+            KeypairPolicyInput(idle_utilization_threshold_pct=0),
+            "keypair.idleUtilizationThresholdPct must not be less than 1",
+        ),
+        (
+            KeypairPolicyInput(idle_utilization_threshold_pct=101),
+            "keypair.idleUtilizationThresholdPct must be at most 100",
+        ),
         (KeypairPolicyInput(max_priority=101), "keypair.maxPriority must be at most 100"),
         (KeypairPolicyInput(default_for_unspecified="maybe"), "must be one of limited | unl"),
         (

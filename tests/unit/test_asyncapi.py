@@ -97,6 +97,9 @@ def test_outcomes_and_parked_commands_are_addressed_by_command_id(
 
 
 def test_a_command_added_to_the_registry_appears(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every command module imported first: one imported while the copy stands in would
+    # register its commands in the copy alone, and later tests would miss them.
+    build_document()
     monkeypatch.setattr(messages, "REGISTRY", dict(messages.REGISTRY))
 
     class ProbeVfolder(Command):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 from eventsourcing.domain import OriginatorVersionError
 
+from commands.activity import Activity, Noted, record
 from commands.agent import Agent
 from commands.aggregate import Aggregate
 from commands.correction import Correction
@@ -30,6 +31,7 @@ from events.catalogue import CATALOGUE, UnknownEventError
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot
 from events.writes import AggregateRef, History
+from schemas.activity import ActivitySource
 from schemas.ids import event_id_for, kernel_id_for
 from schemas.resources import ResourceSlots
 from schemas.service_ports import PortProtocol, PortState, ReportedPort
@@ -79,8 +81,14 @@ def an_agent() -> Agent:
     return agent
 
 
-BUILDERS: list[Callable[[], Aggregate]] = [a_session, a_node, an_agent]
-ids = pytest.mark.parametrize("build", BUILDERS, ids=["session", "node", "agent"])
+def an_activity() -> Activity:
+    activity = record(None, "a-1", Noted("s-1", KID, ActivitySource.OUTPUT, at(0)), at(0))
+    record(activity, "a-1", Noted("s-1", None, ActivitySource.TERMINAL, at(1)), at(1))
+    return activity
+
+
+BUILDERS: list[Callable[[], Aggregate]] = [a_session, a_node, an_agent, an_activity]
+ids = pytest.mark.parametrize("build", BUILDERS, ids=["session", "node", "agent", "activity"])
 
 
 def wire(envelopes: list[Envelope]) -> list[Envelope]:
@@ -213,7 +221,7 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
     aggregates = (
         Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
-        ResourceGroup, Image, Correction, VFolder,
+        ResourceGroup, Image, Correction, VFolder, Activity,
     )  # fmt: skip
     mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from jetyard.sdk import Client, JetyardError
+from jetyard.sdk import AsyncClient, JetyardError
 from jetyard.sdk_folders import literal
 
 NODE = {
@@ -62,7 +62,9 @@ async def test_refusals_carry_the_servers_words_and_listings_every_page() -> Non
             return httpx.Response(200, json={"data": None, "errors": errors})
         return httpx.Response(200, json={"data": data})
 
-    async with Client("http://gw.test", "AK", "SK", transport=httpx.MockTransport(gateway)) as jy:
+    async with AsyncClient(
+        "http://gw.test", "AK", "SK", transport=httpx.MockTransport(gateway)
+    ) as jy:
         found = await jy.folders.list()
         assert [f.id for f in found] == ["f1", "f2"] and found[0].bytes_used == 5
         assert found[0].shares[0].permission == "ro"

@@ -70,6 +70,7 @@ class KeypairPolicyInput:
     max_containers_per_session: int = 1
     max_session_lifetime_s: int | None = None
     idle_timeout_s: int | None = None
+    idle_utilization_threshold_pct: int | None = None
     max_priority: int = SESSION_PRIORITY_DEFAULT
 
 
@@ -179,6 +180,12 @@ def keypair_limits(given: KeypairPolicyInput) -> KeypairPolicyLimits:
     seconds = DEFAULT_LIMITS.max_seconds
     count("keypair.maxSessionLifetimeS", given.max_session_lifetime_s, least=1, most=seconds)
     count("keypair.idleTimeoutS", given.idle_timeout_s, least=1, most=seconds)
+    count(
+        "keypair.idleUtilizationThresholdPct",
+        given.idle_utilization_threshold_pct,
+        least=1,
+        most=100,
+    )
     count("keypair.maxPriority", given.max_priority, most=SESSION_PRIORITY_MAX)
     return KeypairPolicyLimits(
         total_resource_slots=slot_limits("keypair.totalResourceSlots", given.total_resource_slots),
@@ -193,6 +200,7 @@ def keypair_limits(given: KeypairPolicyInput) -> KeypairPolicyLimits:
         max_containers_per_session=given.max_containers_per_session,
         max_session_lifetime_s=given.max_session_lifetime_s,
         idle_timeout_s=given.idle_timeout_s,
+        idle_utilization_threshold_pct=given.idle_utilization_threshold_pct,
         max_priority=given.max_priority,
     )
 

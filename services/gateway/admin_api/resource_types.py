@@ -75,6 +75,7 @@ class KeypairLimits:
     max_containers_per_session: int
     max_session_lifetime_s: int | None
     idle_timeout_s: int | None
+    idle_utilization_threshold_pct: int | None
     max_priority: int
 
     @classmethod
@@ -88,6 +89,7 @@ class KeypairLimits:
             max_containers_per_session=limits.max_containers_per_session,
             max_session_lifetime_s=limits.max_session_lifetime_s,
             idle_timeout_s=limits.idle_timeout_s,
+            idle_utilization_threshold_pct=limits.idle_utilization_threshold_pct,
             max_priority=limits.max_priority,
         )
 

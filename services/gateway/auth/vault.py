@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 import time
 
@@ -29,6 +30,9 @@ CACHE_S = 5.0
 """How long a decrypted secret is reused: a rotated secret reaches every gateway this late."""
 
 _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+log = logging.getLogger(__name__)
 
 
 def new_access_key() -> str:
@@ -167,8 +171,18 @@ class PeopleVault:
 
     async def unseal(self, user_id: str, sealed: str) -> str | None:
         """The text, or None once the person was forgotten (their key is gone, or was made
-        again after ``forget`` and so cannot open what the old one sealed)."""
-        person = await self._person_key(user_id, create=False)
+        again after ``forget`` and so cannot open what the old one sealed), or when their key
+        was sealed under another vault key than this gateway's (a misconfigured replica: logged;
+        one such person does not break a listing of many)."""
+        try:
+            person = await self._person_key(user_id, create=False)
+        except InvalidToken:
+            log.warning(
+                "the person key of %s is sealed under another key than this gateway's: "
+                "check JETYARD_GATEWAY_SECRETS_KEY on every gateway",
+                user_id,
+            )
+            return None
         if person is None:
             return None
         try:

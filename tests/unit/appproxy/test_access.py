@@ -92,10 +92,13 @@ def test_admins_and_public_apps_pass() -> None:
 
 
 def test_the_cookie_is_scoped_to_the_app_and_never_reaches_it() -> None:
-    header = access.set_cookie_header(ROUTE, "v", max_age_s=3600, secure=True)
+    header = access.set_cookie_header(COOKIE, "/apps/s1/web/", "v", max_age_s=3600, secure=True)
     assert header == (f"{COOKIE}=v; Path=/apps/s1/web/; Max-Age=3600; HttpOnly; SameSite=Lax; "
                       "Secure")  # fmt: skip
     assert access.strip_cookie(f"a=1; {COOKIE}=v; b=2") == "a=1; b=2"
+    # Port mode's cookies (one name per port) never reach any app either.
+    assert access.strip_cookie(f"{COOKIE}_10200=v; c=3; {COOKIE}_10201=w") == "c=3"
+    assert access.strip_cookie(f"{COOKIE}x=1") == f"{COOKIE}x=1"
     assert access.strip_cookie(f"{COOKIE}=v") == ""
     assert access.without_token("x=1&token=abc&y=") == "x=1&y="
     assert access.token_of("x=1&token=abc") == "abc"

@@ -18,7 +18,7 @@ from schemas.service_ports import PortProtocol, PortState, ReportedPort
 from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
-from services.appproxy.routes import Route, RouteTable
+from services.appproxy.routes import Ended, Route, RouteTable
 from tests.support import envelope
 
 SID = "s1"
@@ -102,3 +102,45 @@ def test_a_requeued_session_forgets_its_old_kernels_apps() -> None:
         AggregateRef(AggregateType.SESSION, SID), 5, name=STARTED.event_name,
         payload=STARTED.model_dump(mode="json"))))  # fmt: skip
     assert table.route(SID, "web") is None  # k1's report is gone; k2 has not reported
+
+
+def _fold_sessions(*steps: tuple[str, Event]) -> RouteTable:
+    table = RouteTable()
+    for seq, (sid, e) in enumerate(steps, 1):
+        kind = AggregateType.AGENT if isinstance(e, KernelServicePortsReported) else None
+        ref = AggregateRef(kind or AggregateType.SESSION, f"node-{seq}" if kind else sid)
+        env = envelope(ref, seq, name=e.event_name, payload=e.model_dump(mode="json"))
+        assert table.apply(StoredEvent(seq=seq, envelope=env))
+    return table
+
+
+def _opened(sid: str, *apps: str) -> list[tuple[str, Event]]:
+    reported = KernelServicePortsReported(
+        kernel_id=f"k-{sid}", session_id=sid, ports=tuple(port(a, "h:1") for a in apps)
+    )
+    return [(sid, requested(f"k-{sid}")), (sid, STARTED), (sid, reported)]
+
+
+def test_port_mode_slots_are_the_lowest_free_in_log_order_and_freed_at_the_end() -> None:
+    """Every replica folding the same log gives every app the same port."""
+    steps = [*_opened("a", "web", "jupyter"), *_opened("b", "web")]
+    table = _fold_sessions(*steps)
+    assert table.slots == {("a", "jupyter"): 0, ("a", "web"): 1, ("b", "web"): 2}
+    assert table.at_slot(2) == ("b", "web")
+
+    ended = _fold_sessions(*steps, ("a", SessionFailed(reason="x")), *_opened("c", "app"))
+    assert ended.slots == {("b", "web"): 2, ("c", "app"): 0}
+    assert ended.at_slot(1) is None and ended.at_slot(0) == ("c", "app")
+    # A closed or non-HTTP port takes no slot; a second report keeps the slots it has.
+    closed = KernelServicePortsReported(kernel_id="k-b", session_id="b", ports=(
+        port("web", "h:1"), port("ssh", "h:2", protocol="tcp"),
+        port("tb", "h:3", PortState.NEVER_OPENED)))  # fmt: skip
+    again = _fold_sessions(*steps, ("b", closed))
+    assert again.slots == table.slots
+
+
+def test_ended_sessions_are_remembered_up_to_a_bound_oldest_forgotten_first() -> None:
+    ended = Ended(kept=3)
+    for sid in ("a", "b", "c", "d"):
+        ended.add(sid)
+    assert "a" not in ended and all(s in ended for s in "bcd") and len(ended) == 3

@@ -1,0 +1,118 @@
+# mypy: disable-error-code="untyped-decorator"
+# (strawberry's decorators with arguments are untyped in its stubs; the resolvers are typed)
+"""The ``clusterChanges`` subscription: a tick each time the cluster changed, once the views
+hold the change, so an operator's page asks ``cluster`` again instead of polling. Reads
+``ev.node.*``, ``ev.agent.*`` and ``ev.session.*`` through an ordered JetStream consumer from
+the log's end (never a core subscription), and watches the queue board (``jy-queues``); writes
+nothing. A tick names the nodes that changed, not sessions: a domain's admin may not know
+another domain's session ids."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import strawberry
+from strawberry.types import Info
+
+from events.bus import Bus
+from events.direct import RawMessage
+from events.queues import QueueBoard
+from schemas.subjects import AggregateType, events_of, parse_event_subject
+from schemas.tenancy import Role
+from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.live import check_still_valid, tail_from_end
+from services.gateway.views import Views
+
+WATCHED = (AggregateType.NODE, AggregateType.AGENT, AggregateType.SESSION)
+MIN_INTERVAL_S = 0.5
+"""At most two ticks a second: a busy log is folded into fewer, larger ticks."""
+SETTLE_S = 5.0
+"""How long a tick waits for the views to hold what it reports (then it goes anyway)."""
+
+
+@strawberry.type(description="The cluster changed: ask `cluster` again.")
+class ClusterChange:
+    seq: int = strawberry.field(description="the log position the views have reached")
+    node_ids: list[str] = strawberry.field(description="nodes whose ledger or agent changed")
+    sessions: int = strawberry.field(description="how many session events came")
+    queues: bool = strawberry.field(description="a resource group's queue moved")
+
+
+def summarise(messages: list[RawMessage]) -> tuple[list[str], int]:
+    """(the node ids named, how many session events) of a batch."""
+    nodes: dict[str, None] = {}
+    sessions = 0
+    for message in messages:
+        kind, aggregate_id = parse_event_subject(message.subject)
+        if kind is AggregateType.SESSION:
+            sessions += 1
+        else:
+            nodes[aggregate_id] = None
+    return list(nodes), sessions
+
+
+async def cluster_changes(
+    bus: Bus, board: QueueBoard, views: Views, *, poll_s: float = 1.0
+) -> AsyncGenerator[ClusterChange, None]:
+    """Ticks from now on: the nodes and agents named and the session events counted in each
+    batch the log gave, or a queue that moved; each once the views hold it."""
+    tail = await tail_from_end(bus, [events_of(k) for k in WATCHED])
+    # A fetch is never cancelled mid-way (the tail would see a gap and reopen its consumer);
+    # a wait on the board is cheap to cancel.
+    fetching = asyncio.create_task(tail.fetch_raw(timeout=poll_s))
+    moved = asyncio.create_task(board.changed(board.generation))
+    last_tick = 0.0
+    try:
+        while True:
+            await asyncio.wait({fetching, moved}, return_when=asyncio.FIRST_COMPLETED)
+            nodes: list[str] = []
+            sessions, queues, seq = 0, False, 0
+            if fetching.done():
+                messages = fetching.result()
+                nodes, sessions = summarise(messages)
+                seq = messages[-1].seq if messages else 0
+                fetching = asyncio.create_task(tail.fetch_raw(timeout=poll_s))
+            if moved.done():
+                queues = True
+                moved = asyncio.create_task(board.changed(moved.result()))
+            if not (nodes or sessions or queues):
+                continue
+            pause = last_tick + MIN_INTERVAL_S - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            if seq:
+                await views.wait_for(seq, SETTLE_S)
+            last_tick = time.monotonic()
+            yield ClusterChange(
+                seq=max(seq, await views.position()), node_ids=nodes, sessions=sessions,
+                queues=queues,
+            )  # fmt: skip
+    finally:
+        for task in (fetching, moved):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await tail.close()
+
+
+@strawberry.type
+class ClusterSubscription:
+    @strawberry.subscription(
+        description="A tick each time a node, an agent, a session or a queue changed, once "
+        "the views hold it (at most two a second): ask `cluster` again. For administrators "
+        "and monitors."
+    )
+    async def cluster_changes(
+        self, info: Info[Context, Any]
+    ) -> AsyncGenerator[ClusterChange, None]:
+        me = who(info)
+        if me.role is Role.USER:
+            raise forbidden(info, "only administrators and monitors follow the cluster")
+        ctx = ctx_of(info)
+        async for change in cluster_changes(ctx.bus, ctx.services.queues, ctx.views):
+            check_still_valid(ctx)
+            yield change

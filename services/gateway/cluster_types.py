@@ -1,0 +1,108 @@
+"""GraphQL types of the operators' picture of the cluster (``cluster_queries``): the nodes, their
+GPUs, who holds each whole or in part, the kernels on them; each resource group's queue and
+its waiting sessions; the notes that say why waiting requests do not fit. A session of a
+domain the caller may not read shows with no id, name or user.
+
+The lists are flat, each row naming its node or group, rather than nested: a query's cost is
+estimated per list (``limits.py``), and nodes x GPUs x holds nested would cost far more than
+the rows it returns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import strawberry
+
+from services.gateway.types import Node, Resources
+
+
+@strawberry.type(description="One kernel's hold on a GPU.")
+class DeviceHold:
+    node_id: str
+    index: int = strawberry.field(description="the GPU's index on its node")
+    session_id: strawberry.ID | None = strawberry.field(
+        description="null: a session of a domain you may not read"
+    )
+    session_name: str | None
+    kernel_id: str | None
+    user: str | None = strawberry.field(description="the owner's email where you may see it")
+    hundredths: int = strawberry.field(description="of the GPU: 100 when held whole")
+    whole: bool
+
+
+@strawberry.type(description="One GPU of a node as its agent reported it, and who holds it.")
+class GpuDevice:
+    node_id: str
+    index: int
+    uuid: str
+    name: str
+    memory_bytes: str
+    numa_node: int | None
+    mig: bool
+    used_hundredths: int = strawberry.field(description="0 to 100: held whole or in shares")
+
+
+@strawberry.type(description="One kernel holding slots on a node.")
+class NodeKernel:
+    node_id: str
+    session_id: strawberry.ID | None = strawberry.field(
+        description="null: a session of a domain you may not read"
+    )
+    session_name: str | None
+    kernel_id: str | None
+    user: str | None
+    resources: Resources
+    started: bool = strawberry.field(description="its agent reported it running")
+    since: datetime = strawberry.field(description="when its slots were allocated")
+
+
+@strawberry.type(description="A PENDING session, in its resource group's queue.")
+class WaitingSession:
+    resource_group: str
+    session_id: strawberry.ID
+    name: str | None
+    user: str | None
+    domain: str | None
+    position: int | None = strawberry.field(
+        description="1-based place in its group's queue; null when the scheduler has not "
+        "listed it (not admitted yet, or set aside by a dependency or a start time)"
+    )
+    per_kernel: Resources = strawberry.field(description="what each of its kernels asks")
+    cluster_size: int
+    cluster_mode: str
+    priority: int
+    admitted: bool = strawberry.field(description="its quota is reserved")
+    reason: str = strawberry.field(description="the scheduler's words for why it waits")
+    created_at: datetime
+
+
+@strawberry.type
+class GroupQueue:
+    resource_group: str
+    length: int = strawberry.field(description="how many wait in it (the scheduler's count)")
+
+
+@strawberry.type(description="Why one waiting session does not fit now, in words.")
+class FragmentationNote:
+    session_id: strawberry.ID
+    resource_group: str
+    kind: str = strawberry.field(
+        description="fragmented (the group has the room in total, no node in one piece) | "
+        "short (the group has less free than it asks) | fits (there is room now: it waits "
+        "for its turn or another reason)"
+    )
+    text: str
+    free_gpu: str = strawberry.field(description="GPUs free on the group's available nodes")
+    need_gpu: str = strawberry.field(description="GPUs it asks, all kernels together")
+
+
+@strawberry.type(description="The cluster now, as the views hold it.")
+class ClusterNow:
+    seq: int = strawberry.field(description="the log position the views had reached")
+    nodes: list[Node]
+    devices: list[GpuDevice] = strawberry.field(description="by node, then index")
+    holds: list[DeviceHold] = strawberry.field(description="by node, GPU, then kernel")
+    kernels: list[NodeKernel] = strawberry.field(description="the kernels holding slots, by node")
+    queues: list[GroupQueue]
+    waiting: list[WaitingSession] = strawberry.field(description="by group, head first")
+    notes: list[FragmentationNote] = strawberry.field(description="in the order of `waiting`")

@@ -1,0 +1,193 @@
+// Operate › Cluster: every node with its state (cordon, drain and uncordon from its card), the
+// GPU map of every device with its whole and fractional holds, the sessions on each node, and
+// why waiting requests do not fit, in words. Live: the clusterChanges subscription says when
+// to ask again (no polling).
+
+import { gql } from "../api.js";
+import { bytes, clockEl, h, replace } from "../dom.js";
+import { errorBox } from "../errors.js";
+import { addNavItem } from "../nav.js";
+import { loadCluster } from "../op/cluster.js";
+import { followCluster, refresher } from "../op/feed.js";
+import { OPERATORS, gpuAmount, mayOperateNodes } from "../op/format.js";
+import { gpuMap, kernelTable, meter } from "../op/gpu-map.js";
+import { noteList } from "../op/notes.js";
+import { definePage } from "../router.js";
+
+const MUTATIONS = {
+  cordon: "mutation Cordon($id: ID!, $reason: String!) { cordonNode(id: $id, reason: $reason) { status message } }",
+  drain: "mutation Drain($id: ID!, $reason: String!, $deadline: Int) { drainNode(id: $id, reason: $reason, deadlineSeconds: $deadline) { status message } }",
+  uncordon: "mutation Uncordon($id: ID!, $reason: String!) { uncordonNode(id: $id, reason: $reason) { status message } }",
+};
+const VERBS = { cordon: "Cordon", drain: "Drain", uncordon: "Uncordon" };
+
+function stateBadge(node) {
+  return h("span", { class: `op-state op-state-${node.state}`, dataset: { state: node.state } }, node.state);
+}
+
+function summary(model) {
+  const states = new Map();
+  for (const n of model.nodes) states.set(n.state, (states.get(n.state) ?? 0) + 1);
+  const byState = [...states].map(([s, n]) => `${n} ${s}`).join(", ");
+  const offered = model.nodes.filter((n) => n.state === "schedulable");
+  const free = offered.reduce((sum, n) => sum + n.gpuFree, 0);
+  const total = model.nodes.reduce((sum, n) => sum + n.gpuCapacity, 0);
+  const sessions = new Set(model.nodes.flatMap((n) => n.kernels.map((k) => k.sessionId ?? k.kernelId))).size;
+  const waiting = model.groups.reduce((sum, g) => sum + g.waiting.length, 0);
+  return `${model.nodes.length} ${model.nodes.length === 1 ? "node" : "nodes"}${byState ? ` (${byState})` : ""} · `
+    + `${gpuAmount(free)} of ${gpuAmount(total)} GPUs free on schedulable nodes · `
+    + `${sessions} ${sessions === 1 ? "session" : "sessions"} on nodes · ${waiting} waiting`;
+}
+
+function meters(node) {
+  const cpuUsed = Number(node.used.cpu);
+  const cpuCap = Number(node.capacity.cpu);
+  const memUsed = Number(node.used.memoryBytes);
+  const memCap = Number(node.capacity.memoryBytes);
+  return h("div", { class: "op-meters" },
+    meter("CPU", cpuUsed, cpuCap, `${node.used.cpu} of ${node.capacity.cpu} cores`),
+    meter("Memory", memUsed, memCap, `${bytes(memUsed)} of ${bytes(memCap)}`),
+    node.gpuCapacity > 0 && meter("GPU", node.gpuCapacity - node.gpuFree, node.gpuCapacity,
+      `${node.used.gpu} of ${node.capacity.gpu} held`));
+}
+
+function actionsFor(node) {
+  if (node.state === "lost") return [];
+  if (node.state === "schedulable") return ["cordon", "drain"];
+  if (node.state === "cordoned") return ["uncordon", "drain"];
+  return ["uncordon"];
+}
+
+definePage({
+  path: "/operate/cluster",
+  title: "Cluster",
+  roles: OPERATORS,
+  async render({ root, scope, viewer }) {
+    const updated = h("div", { class: "op-updated", id: "op-updated" });
+    const problems = h("div", { class: "problems" });
+    const totals = h("p", { class: "summary", id: "op-cluster-summary" });
+    const notes = h("div", { id: "op-notes" });
+    const grid = h("div", { class: "op-nodes", id: "op-nodes" });
+    replace(root,
+      h("div", { class: "page-head" }, h("h1", {}, "Cluster"), updated),
+      problems, totals,
+      h("section", { class: "card", id: "op-fragmentation" }, h("h2", {}, "Why requests wait"), notes),
+      grid);
+
+    const cards = new Map(); // node id -> {card, head, actions, body}
+    const forms = new Map(); // node id -> the open form's element (kept across refreshes)
+    const operate = mayOperateNodes(viewer);
+    let refresh = null;
+
+    const send = async (node, kind, form) => {
+      const reason = form.elements.reason.value.trim() || `${kind === "drain" ? "drained" : `${kind}ed`} from the console`;
+      const variables = { id: node.id, reason };
+      if (kind === "drain") {
+        const deadline = form.elements.deadline.value.trim();
+        variables.deadline = deadline === "" ? null : Number(deadline);
+      }
+      const status = form.querySelector(".op-form-status");
+      form.querySelector("button[type=submit]").disabled = true;
+      replace(status, h("span", { class: "hint" }, "Sent: the scheduler decides…"));
+      try {
+        const answer = Object.values(await gql(MUTATIONS[kind], variables))[0];
+        forms.delete(node.id);
+        replace(cards.get(node.id).status, h("span", { class: "op-done" }, `${VERBS[kind]}: ${answer.status.toLowerCase()}${answer.message ? ` (${answer.message})` : ""}`));
+        await refresh();
+      } catch (error) {
+        replace(status, errorBox(error, `${VERBS[kind]} refused`));
+        form.querySelector("button[type=submit]").disabled = false;
+      }
+    };
+
+    const formFor = (node, kind) => {
+      const form = h("form", { class: "op-node-form", dataset: { kind } },
+        h("label", { class: "field" }, h("span", { class: "label" }, "Reason"),
+          h("input", { name: "reason", placeholder: `${kind === "drain" ? "drained" : `${kind}ed`} from the console`, maxlength: 200 })),
+        kind === "drain" && h("label", { class: "field" }, h("span", { class: "label" }, "Stop what still runs after (seconds)"),
+          h("input", { name: "deadline", type: "number", min: 1, placeholder: "empty: let it end by itself" })),
+        h("div", { class: "actions" },
+          h("button", { type: "submit", class: kind === "uncordon" ? "primary" : "danger" }, `${VERBS[kind]} ${node.hostname}`),
+          h("button", { type: "button", onclick: () => { forms.delete(node.id); draw(node); } }, "Cancel")),
+        h("div", { class: "op-form-status" }));
+      form.addEventListener("submit", (event) => { event.preventDefault(); send(node, kind, form); });
+      return form;
+    };
+
+    const buttons = (node) => h("div", { class: "actions" },
+      operate && actionsFor(node).map((kind) => h("button", {
+        type: "button",
+        class: `op-${kind}`,
+        onclick: () => {
+          forms.set(node.id, formFor(node, kind));
+          draw(node);
+          forms.get(node.id).elements.reason.focus();
+        },
+      }, kind === "uncordon" ? "Uncordon…" : `${VERBS[kind]}…`)),
+      h("a", { class: "button", href: `#/operate/events/node/${node.id}` }, "Event log"));
+
+    const draw = (node) => {
+      let entry = cards.get(node.id);
+      if (!entry) {
+        entry = {
+          head: h("div", { class: "op-node-head" }),
+          actions: h("div", { class: "op-node-actions" }),
+          status: h("div", { class: "op-node-status" }),
+          body: h("div", { class: "op-node-body" }),
+        };
+        entry.card = h("section", { class: "card op-node", dataset: { node: node.id } }, entry.head, entry.actions, entry.status, entry.body);
+        cards.set(node.id, entry);
+      }
+      entry.card.dataset.state = node.state;
+      replace(entry.head,
+        h("h2", {}, node.hostname, " ", stateBadge(node)),
+        h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
+        node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
+      const open = forms.get(node.id);
+      // An open form stays the same element, so typing is not lost when the cluster changes.
+      if (open) {
+        if (open.parentNode !== entry.actions) replace(entry.actions, open);
+      } else {
+        replace(entry.actions, buttons(node));
+      }
+      replace(entry.body, meters(node), gpuMap(node), kernelTable(node));
+      return entry.card;
+    };
+
+    const load = async () => {
+      let model;
+      try {
+        model = await loadCluster();
+      } catch (error) {
+        if (!scope.left) replace(problems, errorBox(error, "The cluster could not be read"));
+        return;
+      }
+      if (scope.left) return;
+      replace(problems);
+      totals.textContent = summary(model);
+      replace(notes, noteList(model.groups, { empty: "Nothing waits." }));
+      const seen = new Set();
+      for (const stale of grid.querySelectorAll(":scope > :not(.op-node)")) stale.remove();
+      model.nodes.forEach((node, i) => {
+        seen.add(node.id);
+        const card = draw(node);
+        if (grid.children[i] !== card) grid.insertBefore(card, grid.children[i] ?? null);
+      });
+      for (const [id, entry] of cards) {
+        if (!seen.has(id)) {
+          entry.card.remove();
+          cards.delete(id);
+        }
+      }
+      if (model.nodes.length === 0) replace(grid, h("p", { class: "hint" }, "No node has registered yet."));
+      replace(updated, "updated ", clockEl(new Date().toISOString()), ` · log position ${model.seq}`);
+    };
+    refresh = refresher(load);
+    await refresh();
+    followCluster(scope, () => refresh(), {
+      onError: (error) => replace(problems, errorBox(error, "Live updates stopped")),
+    });
+  },
+});
+
+addNavItem({ href: "#/operate/cluster", label: "Cluster", section: "Operate", roles: OPERATORS, order: 10 });

@@ -1,0 +1,46 @@
+"""The operator commands on the running stack, found through the pointer ``jetyard up``
+leaves (no ``nats.env`` sourced, no ``--data-dir``): ``jetyard log`` prints JSON objects
+carrying their ``seq``, the whole log or one aggregate; ``projections rebuild`` rebuilds that
+stack's views; ``quarantine list`` reads its quarantine. Once it stops, they say no stack runs
+instead of acting on a default directory; ``--data-dir`` still names it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.conftest import TEST_IMAGE
+from tests.e2e.user_support import jetyard, stack_for, user_env
+
+
+def test_operator_commands_act_on_the_running_stack(tmp_path: Path) -> None:
+    env = user_env(tmp_path)
+    stack = stack_for(tmp_path, env, "simulated").start()
+    created = stack.gql(
+        "mutation($i: CreateSessionInput!) { createSession(input: $i) { sessionId } }",
+        i={"image": TEST_IMAGE, "type": "batch", "command": ["exit", "0"]},
+    )
+    session_id = created["data"]["createSession"]["sessionId"]
+
+    log = jetyard(env, "log")
+    assert log.returncode == 0, log.stderr
+    events = [json.loads(line) for line in log.stdout.splitlines()]
+    seqs = [event["seq"] for event in events]
+    assert seqs == sorted(seqs) and seqs[0] == 1 and len(set(seqs)) == len(seqs)
+    assert {"name", "aggregate_type", "aggregate_id", "payload"} <= set(events[0])
+    one = jetyard(env, "log", "--aggregate", f"session/{session_id}")
+    names = [json.loads(line)["name"] for line in one.stdout.splitlines()]
+    assert names[0] == "SessionRequested", one.stdout
+
+    rebuilt = jetyard(env, "projections", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert str(stack.data_dir / "views.db") in rebuilt.stderr and "rebuilt" in rebuilt.stdout
+    quarantine = jetyard(env, "quarantine", "list")
+    assert quarantine.returncode == 0 and "nothing is quarantined" in quarantine.stderr
+    stack.stop()
+
+    after = jetyard(env, "log")
+    assert after.returncode == 2 and "no `jetyard up` is running" in after.stderr, after.stderr
+    quick = {**env, "JETYARD_NATS_CONNECT_TIMEOUT_S": "1"}
+    named = jetyard(quick, "log", "--data-dir", str(stack.data_dir))
+    assert named.returncode == 2 and "cannot connect to NATS" in named.stderr, named.stderr

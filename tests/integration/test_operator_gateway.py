@@ -1,0 +1,319 @@
+"""The operators' queries through the real gateway app on a real log: ``cluster`` (who holds each
+GPU, the queue, why a waiting request does not fit, another domain's sessions unnamed),
+``eventLog`` (a session's, node's or agent's events a page at a time, by name, env values
+hidden, who may read which) and the ``clusterChanges`` feed (a tick naming a node once the
+views hold its change).
+
+The history is written straight to the log: one node of four GPUs in a resource group of this
+module's own, 0.6 of GPU 0 held by alice's session, 0.6 of GPU 1 by carol's (another domain),
+and alice's 2.6-GPU request waiting: 2.8 GPUs are free, but 2.6 as shares needs three GPUs
+with 2.6 free between them (1 + 1 + 0.4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from events.bus import Bus
+from events.catalogue import Event
+from events.domain.agent import AgentRegistered, KernelStarted
+from events.domain.node import NodeRegistered, ResourcesAllocated
+from events.domain.session import SessionRequested, SessionStarted
+from events.queues import QueueBoard
+from events.store import EventStore
+from events.writes import AggregateRef, Write
+from jetyard.sdk import JetyardAuth
+from schemas.devices import DeviceInfo, DeviceShare
+from schemas.ids import new_id
+from schemas.resources import ResourceSlots
+from schemas.session import KernelSpec, SessionSpec
+from schemas.subjects import AggregateType
+from schemas.tenancy import SessionOwner
+from services.gateway.cluster_subscription import ClusterChange, cluster_changes
+from tests.integration.gateway_support import Gateway, gql_ok, person, running_gateway
+from tests.integration.test_usage import write
+from tests.unit.usage_history import GIB, Cast, History
+
+CLUSTER = """{ cluster {
+  seq
+  nodes { id hostname resourceGroup state }
+  devices { nodeId index uuid usedHundredths }
+  holds { nodeId index sessionId sessionName user hundredths whole }
+  kernels { nodeId sessionId kernelId user started resources { gpu } }
+  queues { resourceGroup length }
+  waiting { resourceGroup sessionId name user position perKernel { gpu } reason }
+  notes { sessionId resourceGroup kind text freeGpu needGpu }
+} }"""
+LOG = """query($a: String!, $id: ID!, $after: Int!, $first: Int!, $names: [String!]) {
+  eventLog(aggregate: $a, id: $id, after: $after, first: $first, names: $names) {
+    aggregate id nextAfter hasMore lastSeq
+    events { seq name version actor eventId payload } } }"""
+
+
+@dataclass
+class World:
+    gw: Gateway
+    cast: Cast
+    auth: dict[str, JetyardAuth]
+    emails: dict[str, str]
+    node: str
+    group: str
+
+
+def _gpus(node: str) -> tuple[DeviceInfo, ...]:
+    return tuple(
+        DeviceInfo(kind="cuda", index=i, uuid=f"GPU-{node}-{i}", name="test GPU", memory_bytes=GIB)
+        for i in range(4)
+    )
+
+
+def _history(cast: Cast, node: str, group: str) -> History:
+    h = History(cast)
+    capacity = ResourceSlots.of(cpu="8", memory=64 * GIB, gpu="4")
+    h.add(AggregateType.NODE, "gpu-a", 0, NodeRegistered(
+        hostname=node, resource_group=group, capacity=capacity, devices=_gpus(node),
+    ))  # fmt: skip
+    h.add(AggregateType.AGENT, "gpu-a", 0, AgentRegistered(
+        epoch=1, hostname=node, backend="simulated", capacity=capacity, devices=_gpus(node),
+        resource_group=group,
+    ))  # fmt: skip
+
+    def request(sid: str, who: str, gpu: str, name: str, env: dict[str, str]) -> None:
+        spec = SessionSpec(
+            image="busybox", resource_group=group, name=name, env=env,
+            kernels=(KernelSpec(resources=ResourceSlots.of(cpu="1", memory=GIB, gpu=gpu)),),
+        )  # fmt: skip
+        event = SessionRequested(
+            spec=spec, kernel_ids=(cast.id(f"k-{sid}"),), owner=cast.people[who]
+        )
+        h.add(AggregateType.SESSION, sid, 1, event)
+
+    def hold(sid: str, index: int) -> None:
+        held = ResourceSlots.of(cpu="1", memory=GIB, gpu="0.6")
+        share = DeviceShare(index=index, uuid=f"GPU-{node}-{index}", hundredths=60)
+        allocated: Event = ResourcesAllocated(
+            kernel_id=cast.id(f"k-{sid}"), session_id=cast.id(sid), slots=held, devices=(share,)
+        )
+        h.add(AggregateType.NODE, "gpu-a", 2, allocated)
+        started = KernelStarted(
+            kernel_id=cast.id(f"k-{sid}"), session_id=cast.id(sid), container_id="c"
+        )
+        h.add(AggregateType.AGENT, "gpu-a", 3, started)
+        h.add(AggregateType.SESSION, sid, 3, SessionStarted(reason="kernel started"))
+
+    request("s1", "alice", "0.6", "sixty", {"TOKEN": "s3cret"})
+    hold("s1", 0)
+    request("s2", "carol", "0.6", "theirs", {})
+    hold("s2", 1)
+    request("s3", "alice", "2.6", "big-share", {})
+    return h
+
+
+@pytest.fixture(scope="module")
+async def world(bus: Bus, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    async with running_gateway(bus, tmp_path_factory.mktemp("operator")) as gw:
+        tag = f"-{new_id()[:8]}"
+        d1, d2 = f"d1{tag}", f"d2{tag}"
+        for domain, project in ((d1, "one"), (d2, "three")):
+            await gql_ok(gw, "mutation($n: String!) { createDomain(name: $n) { id } }", n=domain)
+            await gql_ok(
+                gw,
+                "mutation($d: String!, $p: String!) { createProject(domain: $d, name: $p) { id } }",
+                d=domain, p=project,
+            )  # fmt: skip
+        people: dict[str, SessionOwner] = {}
+        auth: dict[str, JetyardAuth] = {"root": gw.root}
+        emails: dict[str, str] = {}
+        for name, domain, project, role in (
+            ("alice", d1, "one", "user"), ("admin", d1, "one", "admin"),
+            ("monitor", d1, "one", "monitor"), ("carol", d2, "three", "user"),
+        ):  # fmt: skip
+            people[name], auth[name], emails[name] = await person(gw, name, domain, project, role)
+        cast = Cast(people=people, tag=tag)
+        node, group = f"host{tag}", f"g{tag}"
+        await write(EventStore(bus), _history(cast, node, group).events, {})
+        await QueueBoard.on(bus).publish(group, [cast.id("s3")], 1)
+        for _ in range(400):  # the views hold the history, the board the queue
+            healthy = (await gw.client.get(f"{gw.url}/healthz")).status_code == 200
+            if healthy and gw.services.queues.position(cast.id("s3")) is not None:
+                break
+            await asyncio.sleep(0.05)
+        yield World(gw, cast, auth, emails, node, group)
+
+
+async def cluster_as(world: World, who: str) -> dict[str, Any]:
+    found: dict[str, Any] = (await world.gw.gql(CLUSTER, auth=world.auth[who]))["data"]["cluster"]
+    return found
+
+
+def mine(world: World, answer: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    node_id = world.cast.id("gpu-a")
+    return [row for row in answer[key] if row.get("nodeId", node_id) == node_id]
+
+
+async def test_the_cluster_says_who_holds_each_gpu_and_why_the_request_cannot_fit(
+    world: World,
+) -> None:
+    cast, answer = world.cast, await cluster_as(world, "root")
+    (node,) = [n for n in answer["nodes"] if n["id"] == cast.id("gpu-a")]
+    assert (node["hostname"], node["resourceGroup"], node["state"]) == (
+        world.node, world.group, "schedulable",
+    )  # fmt: skip
+    assert [(d["index"], d["usedHundredths"]) for d in mine(world, answer, "devices")] == [
+        (0, 60), (1, 60), (2, 0), (3, 0),
+    ]  # fmt: skip
+    holds = [(h["index"], h["sessionName"], h["user"], h["hundredths"], h["whole"])
+             for h in mine(world, answer, "holds")]  # fmt: skip
+    assert holds == [
+        (0, "sixty", world.emails["alice"], 60, False),
+        (1, "theirs", world.emails["carol"], 60, False),
+    ]
+    kernels = mine(world, answer, "kernels")
+    assert {(k["sessionId"], k["started"], k["resources"]["gpu"]) for k in kernels} == {
+        (cast.id("s1"), True, "0.6"), (cast.id("s2"), True, "0.6"),
+    }  # fmt: skip
+    assert {"resourceGroup": world.group, "length": 1} in answer["queues"]
+    (waiting,) = [w for w in answer["waiting"] if w["resourceGroup"] == world.group]
+    assert (waiting["sessionId"], waiting["position"], waiting["perKernel"]["gpu"]) == (
+        cast.id("s3"), 1, "2.6",
+    )  # fmt: skip
+    (note,) = [n for n in answer["notes"] if n["sessionId"] == cast.id("s3")]
+    assert (note["kind"], note["freeGpu"], note["needGpu"]) == ("fragmented", "2.8", "2.6")
+    assert note["text"] == (
+        f"2.8 GPUs are free in group {world.group}, but no node has 2.6 free on 3 GPUs: "
+        f"{world.node} has 2 whole GPUs free and 0.4 + 0.4 of shared GPUs "
+        f"(GPU 0: 0.6 held by session sixty of {world.emails['alice']}; "
+        f"GPU 1: 0.6 held by session theirs of {world.emails['carol']}). "
+        f"The waiting 2.6-GPU request of session big-share of {world.emails['alice']} "
+        "(1st of 1 waiting) cannot fit."
+    )
+
+
+async def test_a_domain_s_operators_see_another_domain_s_sessions_unnamed(world: World) -> None:
+    cast = world.cast
+    for who, alice in (("admin", world.emails["alice"]), ("monitor", cast.key("alice"))):
+        answer = await cluster_as(world, who)
+        holds = [(h["index"], h["sessionId"], h["user"]) for h in mine(world, answer, "holds")]
+        assert holds == [(0, cast.id("s1"), alice), (1, None, None)], who
+        kernels = mine(world, answer, "kernels")
+        assert sorted(str(k["sessionId"]) for k in kernels) == sorted([cast.id("s1"), "None"])
+        (note,) = [n for n in answer["notes"] if n["sessionId"] == cast.id("s3")]
+        assert "GPU 1: 0.6 held by a session of another domain" in note["text"], who
+        assert "theirs" not in note["text"]
+
+
+async def test_a_user_may_not_see_the_cluster(world: World) -> None:
+    body = await world.gw.gql(CLUSTER, auth=world.auth["alice"])
+    assert body["errors"][0]["extensions"]["code"] == "forbidden"
+
+
+async def log_of(
+    world: World, who: str, aggregate: str, name: str, **variables: Any
+) -> dict[str, Any]:
+    asked = {"a": aggregate, "id": world.cast.id(name), "after": 0, "first": 50, **variables}
+    return await world.gw.gql(LOG, auth=world.auth[who], **asked)
+
+
+async def test_a_session_s_events_come_a_page_at_a_time_with_env_values_hidden(
+    world: World,
+) -> None:
+    whole = (await log_of(world, "root", "session", "s1"))["data"]["eventLog"]
+    assert [e["name"] for e in whole["events"]] == ["SessionRequested", "SessionStarted"]
+    assert [e["version"] for e in whole["events"]] == [1, 2]
+    assert (whole["hasMore"], whole["lastSeq"]) == (False, whole["events"][-1]["seq"])
+    requested = whole["events"][0]
+    assert requested["actor"] == "service:tests"
+    assert requested["payload"]["spec"]["env"] == {"TOKEN": "(hidden)"}
+    assert requested["payload"]["owner"]["user_id"] == world.cast.key("alice")
+
+    first = (await log_of(world, "root", "session", "s1", first=1))["data"]["eventLog"]
+    assert [e["name"] for e in first["events"]] == ["SessionRequested"] and first["hasMore"]
+    after = first["nextAfter"]
+    rest = (await log_of(world, "root", "session", "s1", after=after))["data"]["eventLog"]
+    assert [e["name"] for e in rest["events"]] == ["SessionStarted"] and not rest["hasMore"]
+
+
+async def test_a_node_s_and_an_agent_s_events_filter_by_name(world: World) -> None:
+    node = (await log_of(world, "root", "node", "gpu-a"))["data"]["eventLog"]
+    assert [e["name"] for e in node["events"]] == [
+        "NodeRegistered", "ResourcesAllocated", "ResourcesAllocated",
+    ]  # fmt: skip
+    only = await log_of(world, "root", "agent", "gpu-a", names=["KernelStarted"])
+    started = only["data"]["eventLog"]["events"]
+    assert [e["payload"]["session_id"] for e in started] == [
+        world.cast.id("s1"), world.cast.id("s2"),
+    ]  # fmt: skip
+    none = await log_of(world, "root", "session", "no-such-session")
+    assert none["data"]["eventLog"] == {
+        "aggregate": "session", "id": world.cast.id("no-such-session"), "nextAfter": 0,
+        "hasMore": False, "lastSeq": 0, "events": [],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("who", "aggregate", "name", "code"),
+    [
+        ("admin", "session", "s1", None),
+        ("admin", "session", "s2", "not-found"),  # another domain's: as if none
+        ("admin", "node", "gpu-a", "forbidden"),
+        ("monitor", "session", "s1", "forbidden"),
+        ("alice", "session", "s1", "forbidden"),
+        ("root", "user", "s1", "invalid"),
+    ],
+)
+async def test_who_may_read_which_log(
+    world: World, who: str, aggregate: str, name: str, code: str | None
+) -> None:
+    body = await log_of(world, who, aggregate, name)
+    if code is None:
+        assert "errors" not in body, body
+    else:
+        assert body["errors"][0]["extensions"]["code"] == code, body
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"first": 0}, {"first": 501}, {"after": -1}, {"id": "not an id!"}, {"names": ["a b"]}],
+)
+async def test_bad_arguments_are_invalid(world: World, variables: dict[str, Any]) -> None:
+    body = await log_of(world, "root", "session", "s1", **variables)
+    assert body["errors"][0]["extensions"]["code"] == "invalid", body
+
+
+async def test_the_feed_ticks_with_the_node_once_the_views_hold_its_change(
+    world: World, bus: Bus
+) -> None:
+    services = world.gw.services
+    ticks = cluster_changes(bus, services.queues, services.views, poll_s=0.2)
+    # A node of its own in a group of its own: the other tests' answers stay as they were.
+    node_id, group = world.cast.id("gpu-b"), f"{world.group}-b"
+
+    async def next_tick() -> ClusterChange:
+        return await anext(ticks)
+
+    first = asyncio.create_task(next_tick())
+    try:
+        await asyncio.sleep(0.5)  # the feed reads from the log's end: start it first
+        joined = History(world.cast)
+        capacity = ResourceSlots.of(cpu="2", memory=GIB)
+        registered = NodeRegistered(hostname=node_id, resource_group=group, capacity=capacity)
+        joined.add(AggregateType.NODE, "gpu-b", 9, registered)
+        ref = AggregateRef(AggregateType.NODE, node_id)
+        written = await EventStore(bus).append(Write(ref, 0, (joined.events[0].envelope,)))
+        tick: ClusterChange = await asyncio.wait_for(first, 10)
+        while node_id not in tick.node_ids:
+            tick = await asyncio.wait_for(next_tick(), 10)
+        assert tick.seq >= written.seqs[-1]
+        answer = await cluster_as(world, "root")
+        # The tick came once the views held the change.
+        assert [n["resourceGroup"] for n in answer["nodes"] if n["id"] == node_id] == [group]
+    finally:
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await first
+        await ticks.aclose()

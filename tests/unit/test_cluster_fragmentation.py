@@ -1,0 +1,146 @@
+"""The operator console's fragmentation notes (``services.gateway.cluster_fragmentation``):
+tables of nodes and waiting requests, and the sentence each request gets: the group has the
+GPUs (or cores) in total but no node has them in one piece, it is short of them, or there is
+room for it now."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway.cluster_fragmentation import Ask, Device, Kind, Room, explain
+
+GIB = 1 << 30
+X = "session x of alice@example.org"
+W = "session w of carol@example.org"
+
+
+def room(name: str, *devices: Device, cpu: int = 32_000, memory: int = 256 * GIB) -> Room:
+    return Room(name, "default", True, cpu, memory, devices)
+
+
+def free(index: int) -> Device:
+    return Device(index)
+
+
+def whole(index: int, who: str = X) -> Device:
+    return Device(index, whole=True, holders=((who, 100),))
+
+
+def shared(index: int, *holders: tuple[str, int]) -> Device:
+    return Device(index, shared=sum(h for _, h in holders), holders=holders)
+
+
+def ask(gpu: int, *, kernels: int = 1, single: bool = True, cpu: int = 1000) -> Ask:
+    return Ask(
+        "s-big", "session big of bob@example.org", "default", cpu, GIB, gpu,
+        kernels=kernels, single_node=single, place="1st of 1 waiting",
+    )  # fmt: skip
+
+
+# The issue's example: 4.5 GPUs free over three nodes, none with 4.
+CLUSTER = [
+    room("node-a", whole(0), whole(1), free(2), free(3)),
+    room("node-b", free(0), shared(1, (W, 50))),
+    room("node-c", free(0)),
+]
+
+
+def test_the_free_gpus_are_spread_so_a_whole_request_cannot_fit() -> None:
+    (note,) = explain(CLUSTER, [ask(400)], {})
+    assert note.kind is Kind.FRAGMENTED
+    assert (note.free_gpu_hundredths, note.need_gpu_hundredths) == (450, 400)
+    assert note.text == (
+        "4.5 GPUs are free in group default, but no node has 4 whole GPUs free: "
+        "node-a has 2 whole GPUs free (2 held by session x of alice@example.org); "
+        "node-b has 1 whole GPU free and 0.5 of a shared GPU "
+        "(GPU 1: 0.5 held by session w of carol@example.org); "
+        "node-c has 1 whole GPU free. "
+        "The waiting 4-GPU request of session big of bob@example.org (1st of 1 waiting) "
+        "cannot fit."
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "kernels", "single", "kind", "where"),
+    [
+        (500, 1, True, Kind.SHORT, "asks 5 GPUs in all; 4.5 GPUs are free"),
+        (200, 1, True, Kind.FITS, "room for session big of bob@example.org now on node-a"),
+        (150, 1, True, Kind.FITS, "now on node-a"),  # shares over the two free GPUs
+        (100, 2, True, Kind.FITS, "now on node-a"),
+        (100, 3, True, Kind.FRAGMENTED, "no node has 3 whole GPUs free"),
+        (100, 3, False, Kind.FITS, "now on node-a, node-b"),
+        (100, 4, False, Kind.FITS, "now on node-a, node-b, node-c"),
+        (100, 5, False, Kind.SHORT, "asks 5 GPUs in all"),
+        (50, 1, True, Kind.FITS, "now on node-a"),  # the first node with room is named
+        (0, 1, True, Kind.FITS, "now on node-a"),
+    ],
+)
+def test_each_request_gets_the_sentence_of_its_case(
+    gpu: int, kernels: int, single: bool, kind: Kind, where: str
+) -> None:
+    (note,) = explain(CLUSTER, [ask(gpu, kernels=kernels, single=single)], {})
+    assert note.kind is kind
+    assert where in note.text
+
+
+def test_shares_under_the_guard_need_their_devices_and_without_it_any_room() -> None:
+    # FILL put two 0.6 shares on two GPUs: 2.8 free, but 2.5 as shares needs 3 GPUs.
+    node = room("gpu-1", shared(0, (X, 60)), shared(1, (W, 60)), free(2), free(3))
+    (guarded,) = explain([node], [ask(250)], {"default": True})
+    assert guarded.kind is Kind.FRAGMENTED
+    assert guarded.text.startswith(
+        "2.8 GPUs are free in group default, but no node has 2.5 free on 3 GPUs: "
+        "gpu-1 has 2 whole GPUs free and 0.4 + 0.4 of shared GPUs "
+        "(GPU 0: 0.6 held by session x of alice@example.org; "
+        "GPU 1: 0.6 held by session w of carol@example.org)."
+    )
+    (split,) = explain([node], [ask(250)], {"default": False})
+    assert split.kind is Kind.FITS
+
+
+def test_a_cordoned_node_s_gpus_are_said_to_be_held_back() -> None:
+    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)))
+    (note,) = explain([*CLUSTER, cordoned], [ask(500)], {})
+    assert note.kind is Kind.SHORT
+    assert note.text.endswith(
+        "4.5 GPUs are free on the available nodes of group default "
+        "(node-d is cordoned or lost: 2 GPUs there not offered)."
+    )
+
+
+def test_other_groups_nodes_do_not_count() -> None:
+    elsewhere = Room("node-z", "batch", True, 32_000, 256 * GIB, tuple(free(i) for i in range(8)))
+    (note,) = explain([*CLUSTER, elsewhere], [ask(400)], {})
+    assert note.kind is Kind.FRAGMENTED
+    assert "node-z" not in note.text
+
+
+def test_cores_spread_over_nodes_are_fragmentation_too() -> None:
+    nodes = [room("cpu-a", cpu=2000), room("cpu-b", cpu=2000)]
+    (note,) = explain(nodes, [ask(0, cpu=3000)], {})
+    assert note.kind is Kind.FRAGMENTED
+    assert note.text.startswith(
+        "4 cores and 512 GiB are free in group default, but no node has 3 cores and 1 GiB "
+        "free at once: cpu-a has 2 cores and 256 GiB; cpu-b has 2 cores and 256 GiB."
+    )
+
+
+def test_a_mig_gpu_is_taken_whole_but_takes_no_share() -> None:
+    mig = Device(0, mig=True)
+    (whole_one,) = explain([room("mig-1", mig)], [ask(100)], {})
+    (share,) = explain([room("mig-1", mig)], [ask(50)], {})
+    assert whole_one.kind is Kind.FITS
+    assert share.kind is Kind.FRAGMENTED
+
+
+def test_each_request_is_tried_on_the_room_of_now_not_on_what_others_took() -> None:
+    notes = explain(CLUSTER, [ask(200), ask(200), ask(400)], {})
+    assert [n.kind for n in notes] == [Kind.FITS, Kind.FITS, Kind.FRAGMENTED]
+
+
+def test_a_long_list_of_nodes_is_cut_short() -> None:
+    nodes = [room(f"n{i:02}", free(0)) for i in range(9)]
+    (note,) = explain(nodes, [ask(200)], {})
+    assert note.kind is Kind.FRAGMENTED
+    assert note.text.count(" has 1 whole GPU free") == 6
+    assert "; and 3 more nodes." in note.text

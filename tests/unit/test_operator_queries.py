@@ -1,0 +1,85 @@
+"""The pure parts of the operators' queries: how ``eventLog`` shows an event (env values hidden
+at any depth, the actor as kind:id), how ``clusterChanges`` sums up a batch of the log (the
+nodes named, sessions counted), and the ordinals the queue's words use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from events.direct import RawMessage
+from events.domain.node import ResourcesAllocated
+from events.envelope import Envelope
+from schemas.principal import Actor, ActorKind, Tenant
+from schemas.resources import ResourceSlots
+from schemas.subjects import AggregateType
+from services.gateway.cluster_queries import ordinal
+from services.gateway.cluster_subscription import summarise
+from services.gateway.event_log_queries import HIDDEN, logged, redact
+
+
+def test_env_values_are_hidden_wherever_they_are_and_their_names_kept() -> None:
+    payload = {
+        "spec": {"env": {"TOKEN": "s3cret", "HOME": "/root"}, "image": "busybox"},
+        "kernels": [{"env": {"KEY": "v"}}],
+        "reason": "env",
+        "env": "not a mapping",
+    }
+    assert redact(payload) == {
+        "spec": {"env": {"TOKEN": HIDDEN, "HOME": HIDDEN}, "image": "busybox"},
+        "kernels": [{"env": {"KEY": HIDDEN}}],
+        "reason": "env",
+        "env": "not a mapping",
+    }
+
+
+def test_an_event_is_shown_with_its_place_version_actor_and_hidden_env() -> None:
+    allocated = ResourcesAllocated(
+        kernel_id="k1", session_id="s1", slots=ResourceSlots.of(cpu="1", memory=1 << 30),
+        env={"PASSWORD": "pw"},
+    )  # fmt: skip
+    env = Envelope(
+        event_id="e1", name=allocated.event_name, schema_version=allocated.schema_version,
+        aggregate_type=AggregateType.NODE, aggregate_id="n1", aggregate_version=7,
+        occurred_at=datetime(2026, 3, 1, tzinfo=UTC), causation_id="c1", correlation_id="r1",
+        actor=Actor(kind=ActorKind.KEYPAIR, id="AKX"), tenant=Tenant(domain="default"),
+        payload=allocated.model_dump(mode="json"),
+    )  # fmt: skip
+    shown = logged(
+        RawMessage(seq=42, subject="ev.node.n1", data=env.model_dump_json().encode(), headers={})
+    )
+    assert (shown.seq, shown.name, shown.version, shown.actor) == (
+        42, "ResourcesAllocated", 7, "keypair:AKX",
+    )  # fmt: skip
+    assert (shown.event_id, shown.causation_id, shown.correlation_id) == ("e1", "c1", "r1")
+    payload = cast(dict[str, Any], shown.payload)
+    assert payload["env"] == {"PASSWORD": HIDDEN}
+    assert payload["kernel_id"] == "k1"
+
+
+def test_a_batch_names_its_nodes_and_agents_once_and_counts_sessions() -> None:
+    def message(subject: str) -> RawMessage:
+        return RawMessage(seq=1, subject=subject, data=b"", headers={})
+
+    batch = [message(s) for s in (
+        "ev.node.n1", "ev.session.s1", "ev.agent.n2", "ev.node.n1", "ev.session.s2",
+    )]  # fmt: skip
+    assert summarise(batch) == (["n1", "n2"], 2)
+    assert summarise([]) == ([], 0)
+
+
+def test_ordinals() -> None:
+    words = [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)]
+    assert words == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+    ]
