@@ -22,10 +22,13 @@ from collections.abc import AsyncIterator
 import uvicorn
 from anyio import to_thread
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from events.metrics import Metrics
+from services.http_metrics import CountedHttp, HttpMetrics
 from services.storage import downloads, files, uploads
 from services.storage.access import DataPlane, PlaneHooks
 from services.storage.errors import ERROR_HANDLERS
@@ -84,9 +87,11 @@ def create_app(
     settings: StorageSettings,
     volumes: dict[str, Volume] | None = None,
     hooks: PlaneHooks | None = None,
+    metrics: Metrics | None = None,
 ) -> Starlette:
     """The app; ``volumes`` and ``hooks`` are shared with the storage service's control part
-    when it runs in the same process (``services.storage.app``)."""
+    when it runs in the same process (``services.storage.app``), which also hands in its
+    ``metrics``: then ``/metrics`` is served and every request counted."""
     plane = DataPlane(
         settings, open_volumes(settings) if volumes is None else volumes,
         hooks=hooks or PlaneHooks(),
@@ -102,7 +107,13 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
 
-    app = Starlette(routes=ROUTES, exception_handlers=ERROR_HANDLERS, lifespan=lifespan)
+    routes, middleware = list(ROUTES), []
+    if metrics is not None:
+        routes.append(Route("/metrics", metrics, methods=["GET"]))
+        middleware.append(Middleware(CountedHttp, counted=HttpMetrics(metrics)))
+    app = Starlette(
+        routes=routes, middleware=middleware, exception_handlers=ERROR_HANDLERS, lifespan=lifespan
+    )
     app.state.plane = plane
     return app
 
@@ -111,6 +122,7 @@ def server(
     settings: StorageSettings,
     volumes: dict[str, Volume] | None = None,
     hooks: PlaneHooks | None = None,
+    metrics: Metrics | None = None,
 ) -> uvicorn.Server:
     if importlib.util.find_spec("httptools") is None:
         # uvicorn falls back to h11, a pure-Python parser: uploads then cost about twice the
@@ -118,7 +130,7 @@ def server(
         # ~0.85 with httptools).
         log.warning("storage: httptools is not installed; uploads will be slower (h11)")
     config = uvicorn.Config(
-        create_app(settings, volumes, hooks),
+        create_app(settings, volumes, hooks, metrics),
         host=settings.host,
         port=settings.port,
         lifespan="on",

@@ -1,7 +1,9 @@
 """Tenancy service entry point (``jetyard serve tenancy``): connect, run until ``stop`` is set.
 
 Reads the tenancy subjects and ``cmd.<tenancy aggregate>.*``; writes the tenancy subjects and
-``out.<command id>`` (see ``service.py``).
+``out.<command id>`` (see ``service.py``). Serves ``/metrics`` on
+``JETYARD_TENANCY_METRICS_PORT`` when set: its fold's and command consumer's lag, the events
+it appended (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from events.bus import connect, ensure_streams
+from events.metrics import lag_metrics, metrics_listener
 from schemas.settings import NatsSettings
 from services.tenancy.service import TenancyService
 from services.tenancy.settings import TenancySettings
@@ -21,7 +24,11 @@ async def run(settings: TenancySettings, nats: NatsSettings, stop: asyncio.Event
         service = TenancyService(bus, settings)
         await service.start()
         try:
-            await stop.wait()
+            metrics = lag_metrics(service.fold, bus, [service.runner.durable])
+            async with metrics_listener(
+                metrics, settings.metrics_host, settings.metrics_port, "tenancy"
+            ):
+                await stop.wait()
         finally:
             await service.stop()
     finally:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.settings import MetricsListener
 
-class TenancySettings(BaseSettings):
+
+class TenancySettings(BaseSettings, MetricsListener):
     model_config = SettingsConfigDict(env_prefix="JETYARD_TENANCY_", extra="forbid")
 
     durable: str = Field(default="admin", pattern=r"^[A-Za-z0-9_-]{1,64}$")
