@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -24,8 +25,10 @@ from projections.views import VIEWS
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 
+_T = TypeVar("_T")
 MAX_PAGE = 500
 _CURSOR = "session:"
+_NEWEST_CURSOR = "session-newest:"
 
 
 class InvalidCursorError(ValueError):
@@ -49,14 +52,20 @@ class SessionView:
 class SessionPage:
     rows: list[SessionView]
     has_next: bool
+    newest_first: bool = False
+    """The order the page was read in: its cursors page only that order."""
+
+    def cursor_of(self, row: SessionView) -> str:
+        kind = _NEWEST_CURSOR if self.newest_first else _CURSOR
+        return encode_cursor(row.record.created_seq, kind)
 
     @property
     def cursors(self) -> list[str]:
-        return [row.cursor for row in self.rows]
+        return [self.cursor_of(row) for row in self.rows]
 
     @property
     def end_cursor(self) -> str | None:
-        return self.rows[-1].cursor if self.rows else None
+        return self.cursor_of(self.rows[-1]) if self.rows else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +99,9 @@ def decode_cursor(cursor: str, kind: str = _CURSOR) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor.encode()).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidCursorError(f"cursor {cursor!r} is not valid") from None
+        raise InvalidCursorError(f"cursor {cursor[:40]!r} is not valid") from None
     if not text.startswith(kind) or not text[len(kind) :].isdigit():
-        raise InvalidCursorError(f"cursor {cursor!r} is not valid")
+        raise InvalidCursorError(f"cursor {cursor[:40]!r} is not valid")
     return int(text[len(kind) :])
 
 
@@ -101,44 +110,76 @@ async def list_sessions(
     *,
     first: int = 20,
     after: str | None = None,
-    status: SessionStatus | str | Sequence[SessionStatus | str] | None = None,
+    status: Statuses = None,
     domain: str | None = None,
     user_id: str | None = None,
     project_id: str | None = None,
     project: str | None = None,
     owner_id: str | None = None,
     with_history: bool = False,
+    newest_first: bool = False,
 ) -> SessionPage:
-    """Sessions in the order they were requested, ``first`` of them after the ``after``
-    cursor. A keyset on the creating event's seq: stable while new sessions arrive, and an
-    index range scan however deep the page. Every filter narrows the same keyset, so cursors
-    stay valid under any of them. ``domain``, ``user_id`` and ``project_id`` are the owner's:
-    sessions from before tenancy match none of them."""
+    """Sessions in the order they were requested (``newest_first``: the reverse), ``first`` of
+    them after the ``after`` cursor. A keyset on the creating event's seq: stable while new
+    sessions arrive, and an index range scan however deep the page. Every filter narrows the
+    same keyset, so cursors stay valid under any of them; a cursor pages only the order it
+    came from. ``domain``, ``user_id`` and ``project_id`` are the owner's: sessions from
+    before tenancy match none of them."""
     if not 1 <= first <= MAX_PAGE:
         raise ValueError(f"first must be between 1 and {MAX_PAGE}, got {first}")
     t = session_tables.tables().sessions
-    query = select(t).order_by(t.c.created_seq).limit(first + 1)
+    kind = _NEWEST_CURSOR if newest_first else _CURSOR
+    order = t.c.created_seq.desc() if newest_first else t.c.created_seq
+    query = select(t).order_by(order).limit(first + 1)
     if after is not None:
-        query = query.where(t.c.created_seq > decode_cursor(after))
-    if status is not None:
-        wanted = [status] if isinstance(status, str) else list(status)
-        query = query.where(t.c.status.in_([SessionStatus(s).value for s in wanted]))
-    filters = {
-        "domain": domain,
-        "user_id": user_id,
-        "project_id": project_id,
-        "project": project,
-        "owner_id": owner_id,
-    }
-    for column, value in filters.items():
-        if value is not None:
-            query = query.where(t.c[column] == value)
+        mark = decode_cursor(after, kind)
+        query = query.where(t.c.created_seq < mark if newest_first else t.c.created_seq > mark)
+    query = _narrowed(
+        query,
+        status,
+        domain=domain,
+        user_id=user_id,
+        project_id=project_id,
+        project=project,
+        owner_id=owner_id,
+    )
     async with engine.connect() as conn:
         records = [session_tables.from_row(r) for r in await conn.execute(query)]
         has_next = len(records) > first
         records = records[:first]
         history = await _history(conn, [r.id for r in records]) if with_history else {}
-    return SessionPage([SessionView(r, history.get(r.id, ())) for r in records], has_next)
+    rows = [SessionView(r, history.get(r.id, ())) for r in records]
+    return SessionPage(rows, has_next, newest_first)
+
+
+Statuses = SessionStatus | str | Sequence[SessionStatus | str] | None
+
+
+def _narrowed(query: Select[_T], status: Statuses, **owner: str | None) -> Select[_T]:
+    """``query`` on the sessions table narrowed to ``status`` (one or several) and the owner
+    columns given (None: any)."""
+    t = session_tables.tables().sessions
+    if status is not None:
+        wanted = [status] if isinstance(status, str) else list(status)
+        query = query.where(t.c.status.in_([SessionStatus(s).value for s in wanted]))
+    for column, value in owner.items():
+        if value is not None:
+            query = query.where(t.c[column] == value)
+    return query
+
+
+async def count_sessions(
+    engine: AsyncEngine,
+    *,
+    status: Statuses = None,
+    domain: str | None = None,
+    user_id: str | None = None,
+) -> int:
+    """How many sessions ``list_sessions`` with the same filters pages through."""
+    t = session_tables.tables().sessions
+    query = _narrowed(select(func.count()).select_from(t), status, domain=domain, user_id=user_id)
+    async with engine.connect() as conn:
+        return int(await conn.scalar(query) or 0)
 
 
 async def get_session(engine: AsyncEngine, session_id: str) -> SessionView | None:

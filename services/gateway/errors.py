@@ -1,8 +1,8 @@
 """How the gateway answers and logs what goes wrong: every GraphQL error carries a code.
 Refused input (an error a resolver raised with a code, a validation error, an id argument that
-is not an id) is logged as one line; NATS unreachable is ``unavailable``; anything else is a
-bug: ``internal`` with an incident id, logged once with its traceback, its text never shown to
-the client. Reads and writes nothing.
+is not an id, a cursor this gateway did not hand out) is logged as one line; NATS unreachable
+is ``unavailable``; anything else is a bug: ``internal`` with an incident id, logged once with
+its traceback, its text never shown to the client. Reads and writes nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from strawberry import Schema
 from strawberry.extensions import MaskErrors
 from strawberry.types import ExecutionContext
 
+from projections.queries import InvalidCursorError
 from schemas.ids import InvalidTokenError, new_id
 
 log = logging.getLogger("services.gateway")
@@ -47,7 +48,7 @@ class ErrorCodes(MaskErrors):
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         original = error.original_error
-        if isinstance(original, InvalidTokenError):  # an id argument checked by check_token
+        if isinstance(original, InvalidTokenError | InvalidCursorError):  # an id or a cursor
             log.info("refused (invalid): %s", original)
             message, extensions = str(original), {"code": "invalid"}
         elif isinstance(original, UNREACHABLE):

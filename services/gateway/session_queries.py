@@ -33,13 +33,17 @@ MAX_PAGE = 500
 
 @strawberry.type
 class SessionQuery:
-    @strawberry.field(description="Sessions, oldest first (Relay cursor pagination).")
+    @strawberry.field(
+        description="Sessions, oldest first, or newest first with `newestFirst` (Relay cursor "
+        "pagination; a cursor pages only the order it came from)."
+    )
     async def sessions(
         self,
         info: Info[Context, Any],
         first: int = 50,
         after: str | None = None,
         status: str | None = None,
+        newest_first: bool = False,
     ) -> SessionConnection:
         principal = who(info)
         if not 1 <= first <= MAX_PAGE:
@@ -47,13 +51,22 @@ class SessionQuery:
         # The filter is the authorisation: a user's page never holds anyone else's rows.
         domain = None if principal.is_superadmin else principal.domain
         user_id = principal.user_id if principal.role is Role.USER else None
-        page = await ctx_of(info).views.sessions(
-            first=first, after=after, status=status, domain=domain, user_id=user_id
+        views = ctx_of(info).views
+        seq = await views.position()  # before the page: the page holds at least this much
+        page = await views.sessions(
+            first=first,
+            after=after,
+            status=status,
+            domain=domain,
+            user_id=user_id,
+            newest_first=newest_first,
         )
-        edges = [SessionEdge(cursor=v.cursor, node=Session.of(v)) for v in page.rows]
+        edges = [SessionEdge(cursor=page.cursor_of(v), node=Session.of(v)) for v in page.rows]
         return SessionConnection(
             edges=edges,
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
+            seq=seq,
+            counter=lambda: views.count_sessions(status=status, domain=domain, user_id=user_id),
         )
 
     @strawberry.field

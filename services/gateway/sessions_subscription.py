@@ -1,10 +1,12 @@
 # mypy: disable-error-code="untyped-decorator"
 # (strawberry's decorators with arguments are untyped in its stubs; the resolvers are typed)
-"""The ``sessionsAdded`` subscription: each session the caller may read that is requested from
-now on (from the console, the CLI, the SDK or anyone who may start sessions for them), once the
-views hold it, so a page listing sessions shows it without polling. Reads ``ev.session.*``
-through a JetStream consumer from the log's end (never a core subscription); who may read a
-session is decided on its first event's owner, as for ``sessionStatus``. Writes nothing."""
+"""Subscriptions that keep a list of sessions current without polling. ``sessionsAdded``: each
+session the caller may read that is requested from now on (from the console, the CLI, the SDK
+or anyone who may start sessions for them), once the views hold it. ``sessionsChanged``: that,
+and every status change and queue move of any session the caller may read, in batches, on one
+subscription however long the list (``sessions_feed``). Both read ``ev.session.*`` through a
+JetStream consumer from the log's end (never a core subscription); who may read a session is
+decided on its first event's owner, as for ``sessionStatus``. Write nothing."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from schemas.tenancy import SessionOwner
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.live import check_still_valid, tail_from_end
 from services.gateway.session_lookup import owner_named
+from services.gateway.sessions_feed import SessionChanges, sessions_changed
 from services.gateway.views import Views
 
 SETTLE_S = 5.0
@@ -73,3 +76,30 @@ class SessionsSubscription:
         ):
             check_still_valid(ctx)
             yield added
+
+    @strawberry.subscription(
+        description="Every change to the sessions you may read from now on, in batches: a "
+        "session requested (`added`: ask `session(id)`, the views hold it), each status change, "
+        "and while PENDING each move in its queue. `pending`: sessions your list already shows "
+        "waiting, whose queue moves you want too (at most 500). `after`: start after this log "
+        "position (a `sessions` page's `seq`, or the last change's), so nothing between "
+        "reading a list and following it is missed; at most 100,000 back. One subscription "
+        "keeps a whole list live."
+    )
+    async def sessions_changed(
+        self,
+        info: Info[Context, Any],
+        pending: list[strawberry.ID] | None = None,
+        after: int | None = None,
+    ) -> AsyncGenerator[SessionChanges, None]:
+        me = who(info)
+        ctx = ctx_of(info)
+        async for batch in sessions_changed(
+            ctx,
+            lambda owner: can_read_session(me, owner),
+            [str(p) for p in pending or []],
+            after=after,
+            reads_all=me.is_superadmin,
+        ):
+            check_still_valid(ctx)
+            yield batch

@@ -37,6 +37,7 @@ class SqlViews:
         status: str | None,
         domain: str | None = None,
         user_id: str | None = None,
+        newest_first: bool = False,
     ) -> SessionPage:
         return await queries.list_sessions(
             self._engine,
@@ -46,6 +47,14 @@ class SqlViews:
             domain=domain,
             user_id=user_id,
             with_history=True,
+            newest_first=newest_first,
+        )
+
+    async def count_sessions(
+        self, *, status: str | None, domain: str | None = None, user_id: str | None = None
+    ) -> int:
+        return await queries.count_sessions(
+            self._engine, status=status, domain=domain, user_id=user_id
         )
 
     async def session(self, session_id: str) -> SessionView | None:

@@ -5,6 +5,7 @@ their ``of`` classmethods: the only place a view's fields meet their GraphQL nam
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
@@ -236,6 +237,15 @@ class PageInfo:
 class SessionConnection:
     edges: list[SessionEdge]
     page_info: PageInfo
+    seq: int = strawberry.field(
+        description="the log position the views held before this page was read: follow what "
+        "changes after it with `sessionsChanged(after: seq)`"
+    )
+    counter: strawberry.Private[Callable[[], Awaitable[int]] | None] = None
+
+    @strawberry.field(description="how many sessions match the filters, on every page")  # type: ignore[untyped-decorator]
+    async def total_count(self) -> int:
+        return 0 if self.counter is None else await self.counter()
 
 
 @strawberry.type

@@ -25,10 +25,17 @@ class Views(Protocol):
         status: str | None,
         domain: str | None = None,
         user_id: str | None = None,
+        newest_first: bool = False,
     ) -> SessionPage:
         """A page in request order, each session with its history; ``domain`` and ``user_id``
-        narrow it to the owner's (the resolvers pass them by the caller's role). Cursors stay
-        valid under any filter."""
+        narrow it to the owner's (the resolvers pass them by the caller's role); ``newest_first``
+        reverses the order. Cursors stay valid under any filter."""
+        ...
+
+    async def count_sessions(
+        self, *, status: str | None, domain: str | None = None, user_id: str | None = None
+    ) -> int:
+        """How many sessions ``sessions`` with the same filters pages through."""
         ...
 
     async def session(self, session_id: str) -> SessionView | None: ...

@@ -174,8 +174,12 @@ async def test_reading_a_session(world: World, role: str, relation: str) -> None
     one = await world.gw.gql(
         "query($id: ID!) { session(id: $id) { id } }", auth=auth, id=session_id
     )
-    listed = await world.gw.gql("{ sessions(first: 500) { edges { node { id } } } }", auth=auth)
+    listed = await world.gw.gql(
+        "{ sessions(first: 500) { totalCount edges { node { id } } } }", auth=auth
+    )
     ids = {e["node"]["id"] for e in listed["data"]["sessions"]["edges"]}
+    if role != "superadmin":  # counted in the same scope as listed
+        assert listed["data"]["sessions"]["totalCount"] == len(ids)
     assert _verdict(one, "session") == READ[role][relation]
     assert (OK if session_id in ids else DENIED) == READ[role][relation] or (
         role == "superadmin"  # a superadmin's first page may end before this session

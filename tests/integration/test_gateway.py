@@ -106,6 +106,24 @@ async def test_sessions_are_paged_with_their_history(bus: Bus, gateway: Gateway)
         after = page["pageInfo"]["endCursor"]
     assert ids[1] in seen and ids[2] in seen and ids[0] not in seen
     assert seen.index(ids[1]) < seen.index(ids[2])
+    counted = await gateway.gql('{ sessions(first: 1, status: "PENDING") { totalCount } }')
+    assert counted["data"]["sessions"]["totalCount"] == len(seen)  # every page's rows
+
+    newest = """query($after: String) { sessions(first: 1, after: $after, newestFirst: true) {
+        edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }"""
+    top: list[str] = []
+    after = None
+    for _ in range(3):  # the newest three: this test's own, the last one first
+        page = (await gateway.gql(newest, after=after))["data"]["sessions"]
+        top += [e["node"]["id"] for e in page["edges"]]
+        after = page["pageInfo"]["endCursor"]
+    assert top == ids[::-1]
+    wrong = await gateway.gql(query, after=after)  # a newest-first cursor, oldest-first asked
+    assert "cursor" in wrong["errors"][0]["message"]
+    assert wrong["errors"][0]["extensions"]["code"] == "invalid"  # refused input, not a bug
+    garbage = await gateway.gql(query, after="x" * 5000)
+    assert garbage["errors"][0]["extensions"]["code"] == "invalid"
+    assert len(garbage["errors"][0]["message"]) < 100
 
 
 async def test_bad_input_is_a_clear_error_and_sends_nothing(bus: Bus, gateway: Gateway) -> None:

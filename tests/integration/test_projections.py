@@ -374,6 +374,24 @@ async def test_sessions_page_by_request_order_with_a_status_filter(
     with pytest.raises(ValueError, match="cursor"):
         await queries.list_sessions(engine, after="bm9wZQ==")
 
+    # Newest first: the same sessions the other way round, paged by cursors of that order,
+    # which the oldest-first order refuses (and the other way round).
+    newest: list[str] = []
+    after = None
+    while True:
+        page = await queries.list_sessions(
+            engine, first=3, after=after, domain=cluster.domain, newest_first=True
+        )
+        newest += [r.record.id for r in page.rows]
+        if not page.has_next:
+            break
+        after = page.end_cursor
+    assert newest == [s.id for s in reversed(everything)]
+    with pytest.raises(ValueError, match="cursor"):
+        await queries.list_sessions(engine, after=after)
+    with pytest.raises(ValueError, match="cursor"):
+        await queries.list_sessions(engine, after=rest.end_cursor, newest_first=True)
+
 
 async def test_sessions_page_by_owner_domain_and_user_and_legacy_ones_match_neither(
     bus: Bus, engine: AsyncEngine

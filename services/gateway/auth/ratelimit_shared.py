@@ -3,14 +3,17 @@
 compare-and-set, so N gateways behind a balancer still allow a key its limit, not N times it.
 Reads and writes ``jy-ratelimits``.
 
-NATS failing falls back to this process's own bucket for that request (an API that stops
-answering because its limiter is unreachable would be worse than a looser limit); a request
-that loses the race for its bucket every time is refused (that many at once on one key is the
-flood a limit is for).
+Within one process the takes of one key are queued behind each other (a page opening many
+subscriptions at once must not race itself), so compare-and-set races happen only between
+replicas. NATS failing falls back to this process's own bucket for that request (an API that
+stops answering because its limiter is unreachable would be worse than a looser limit); a
+request that loses the race against other replicas every time is refused (that many at once on
+one key is the flood a limit is for).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -36,6 +39,8 @@ class SharedRateLimiter:
         self._kv = kv
         self._clock = clock
         self._local = RateLimiter(clock=clock)
+        self._queues: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Per key: the lock its takes queue on here, and how many hold or wait for it."""
 
     @classmethod
     async def open(cls, bus: Bus) -> SharedRateLimiter:
@@ -43,6 +48,19 @@ class SharedRateLimiter:
 
     async def take(self, key: str, limit: int) -> RateDecision:
         name = _UNSAFE.sub("_", key)[:200] or "_"
+        lock, users = self._queues.get(name) or (asyncio.Lock(), 0)
+        self._queues[name] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._take(name, key, limit)
+        finally:
+            lock, users = self._queues[name]
+            if users == 1:
+                del self._queues[name]
+            else:
+                self._queues[name] = (lock, users - 1)
+
+    async def _take(self, name: str, key: str, limit: int) -> RateDecision:
         try:
             for _ in range(ATTEMPTS):
                 decided = await self._try(name, limit)
