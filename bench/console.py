@@ -15,16 +15,16 @@ gateway settle): "My sessions" ``#/sessions``, Operate > Cluster, Operate > Queu
 load: first-contentful-paint, the moment the page's data is in the DOM (a MutationObserver
 installed before the page's scripts run) and the frame after it ("data painted"), the GraphQL
 requests' timings, long tasks, the renderer's script/layout/style time (CDP
-``Performance.getMetrics``), the gateway's CPU, and for the sessions page the moment every
-``sessionStatus`` subscription it opened had its first answer ("live"). Baselines: a tiny
-``data:`` page and the console's sign-in page in the same browser, and the very queries the
-pages send (read from their modules) timed with httpx.
+``Performance.getMetrics``), the gateway's CPU, and the moment every subscription a page
+opened had its first answer ("live"; the sessions list's one feed answers only on a change).
+Baselines: a tiny ``data:`` page and the console's sign-in page in the same browser, and the
+very queries the pages send (read from their modules) timed with httpx.
 
 Status changes (``--changes`` each): ``terminateSession`` on a RUNNING session while (a) its
-own page, (b) the sessions list (only rows whose subscription the gateway kept can change: the
-list is loaded again until enough were measured), (c) the Cluster page is open; a
+own page, (b) the sessions list (its RUNNING rows, all following one ``sessionsChanged``
+feed), (c) the Cluster page is open (sessions holding GPUs); a
 MutationObserver in the page notes ``Date.now()`` when the new status shows (for the Cluster
-page: when the session's kernel leaves its node's card) and once the frame after it has been
+page: when the session's hold leaves its node's GPU map) and once the frame after it has been
 produced ("painted"). Compared with the event's ``occurred_at`` and with the moment a plain
 core-NATS subscriber in this process received the event (the baseline). The Cluster page is
 also left alone for 20 s first: the queries it sends by itself and what they cost.
@@ -414,23 +414,15 @@ async def raw_queries(gql: Gql, loads: int) -> dict[str, Any]:
     sessions_query = js_template("pages/sessions.js", "QUERY")
     cluster_query = js_template("op/cluster.js", "CLUSTER")
     out: dict[str, list[float]] = {
-        "sessions: all pages (s)": [],
+        "sessions: the first page (s)": [],
         "cluster (s)": [],
         "cluster { seq } alone: the resolver's work, no list sent (s)": [],
     }
     sizes: dict[str, Any] = {}
     for _ in range(loads):
-        after: str | None = None
-        spent, size, rows, pages = 0.0, 0, 0, 0
-        for _page in range(10):  # the page's MAX_PAGES
-            data, seconds, length = await gql.timed(sessions_query, after=after)
-            spent, size, pages = spent + seconds, size + length, pages + 1
-            rows += len(data["sessions"]["edges"])
-            if not data["sessions"]["pageInfo"]["hasNextPage"]:
-                break
-            after = data["sessions"]["pageInfo"]["endCursor"]
-        out["sessions: all pages (s)"].append(spent)
-        sizes["sessions: rows, pages, bytes"] = [rows, pages, size]
+        data, seconds, length = await gql.timed(sessions_query, after=None)
+        out["sessions: the first page (s)"].append(seconds)
+        sizes["sessions: rows, bytes"] = [len(data["sessions"]["edges"]), length]
         data, seconds, length = await gql.timed(cluster_query)
         out["cluster (s)"].append(seconds)
         _, alone, _ = await gql.timed("query Seq { cluster { seq } }")
@@ -764,15 +756,14 @@ async def wait_for(check: Callable[[], Awaitable[bool]], timeout: float) -> bool
     return False
 
 
+# The list is painted and its one feed (sessionsChanged, from the page's log position) asked.
 LIVE = """() => window.__bench && window.__bench.painted !== null
-  && window.__bench.ws.subscribed > 0
-  && window.__bench.ws.answered >= window.__bench.ws.subscribed"""
+  && window.__bench.ws.subscribed > 0"""
 
-# Rows whose status subscription the gateway accepted and kept (the others never change).
-FOLLOWED_ROWS = """() => { const live = new Set(window.__bench.ws.live);
-  return [...document.querySelectorAll("#sessions tr[data-session]")]
+# The RUNNING rows: every row follows the one feed.
+FOLLOWED_ROWS = """() => [...document.querySelectorAll("#sessions tr[data-session]")]
     .filter((tr) => tr.querySelector("[data-status=RUNNING]"))
-    .map((tr) => tr.dataset.session).filter((id) => live.has(id)); }"""
+    .map((tr) => tr.dataset.session)"""
 
 # The watchers note Date.now() when a status shows in the DOM ("STATUS") and once the frame
 # after it has been produced ("STATUS painted": style, layout and paint of that change done).
@@ -814,7 +805,8 @@ WATCH_CLUSTER = f"""() => {{
   const grid = document.getElementById("op-nodes");
   new MutationObserver(() => {{
     for (const id of window.__watchGone) {{
-      if (!grid.querySelector(`tr[data-session="${{id}}"]`)) note(gone[id] ??= {{}}, "gone");
+      const hold = grid.querySelector(`.op-gpu-seg[data-session="${{id}}"]`);
+      if (!hold) note(gone[id] ??= {{}}, "gone");
     }}
   }}).observe(grid, {{ childList: true, subtree: true }});
 }}"""
@@ -880,8 +872,8 @@ class Changes:
         return found.report() | {"terminateSession answered (ms)": summary(answers)}
 
     async def sessions_list(self, count: int, max_loads: int = 8) -> dict[str, Any]:
-        """Only rows whose subscription the gateway accepted can change: each load of the list
-        gives a few; the list is loaded again until ``count`` changes were measured."""
+        """The RUNNING rows of the list's first page, terminated one by one (the list is
+        loaded again if one page has too few)."""
         page, found, tried = self.browser.page, Latencies(), 0
         loads: list[dict[str, Any]] = []
         while len(loads) < max_loads and tried < count:
@@ -933,9 +925,14 @@ class Changes:
         )
         idle = await self.left_alone(page)
         await page.evaluate(WATCH_CLUSTER)
+        # Sessions holding a GPU: a CPU-only kernel shows only in an opened card's table.
+        on_gpus = set(await page.evaluate(
+            "() => [...document.querySelectorAll('#op-nodes .op-gpu-seg[data-session]')]"
+            ".map((e) => e.dataset.session)"
+        ))  # fmt: skip
         for _ in range(count):
-            session_id = self.take()
-            await page.wait_for_selector(f'#op-nodes tr[data-session="{session_id}"]',
+            session_id = self.take(on_gpus)
+            await page.wait_for_selector(f'#op-nodes .op-gpu-seg[data-session="{session_id}"]',
                                          state="attached", timeout=60_000)  # fmt: skip
             await page.evaluate("(id) => window.__watchGone.add(id)", session_id)
             seen, stop = await subscribed(self.bus, f"ev.session.{session_id}")

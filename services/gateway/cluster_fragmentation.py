@@ -107,6 +107,20 @@ class _Work:
     def copy(self) -> _Work:
         return _Work(self.name, self.cpu, self.memory, [*self.used], [*self.whole], [*self.mig])
 
+    def may_hold(self, ask: Ask, kernels: int) -> bool:
+        """False when ``kernels`` of the ask cannot fit here whatever the GPUs' order: less cpu,
+        memory, free GPUs (whole asks) or room in shares (the others) than they need together.
+        Cheaper than trying them on a copy, which most nodes of a busy group fail."""
+        if self.cpu < ask.cpu_milli * kernels or self.memory < ask.memory_bytes * kernels:
+            return False
+        h = ask.gpu_hundredths * kernels
+        if h == 0:
+            return True
+        if h % FULL == 0:
+            return sum(1 for u in self.used if u == 0) * FULL >= h
+        shares = zip(self.used, self.whole, self.mig, strict=True)
+        return sum(FULL - u for u, whole, mig in shares if not (whole or mig)) >= h
+
     def take(self, ask: Ask, guard: bool) -> bool:
         """Take one kernel's room if it is here (and change nothing if not)."""
         if self.cpu < ask.cpu_milli or self.memory < ask.memory_bytes:
@@ -178,6 +192,8 @@ class _Group:
         self.cpu = sum(r.cpu_milli for r in self.offered)
         self.memory = sum(r.memory_bytes for r in self.offered)
         self.aside = _aside(rooms)
+        self.fits: dict[tuple[int, int, int, int, bool], str | None] = {}
+        """Where each shape of request fits (``_fits``): many wait with the same shape."""
 
     @cached_property
     def gpu_nodes(self) -> str:
@@ -233,15 +249,24 @@ def _note(group: _Group, ask: Ask) -> Note:
 
 
 def _fits(group: _Group, ask: Ask) -> str | None:
-    """Where the request would go now (node names), or None."""
+    """Where the request would go now (node names), or None: once per shape of request."""
+    shape = (ask.cpu_milli, ask.memory_bytes, ask.gpu_hundredths, ask.kernels, ask.single_node)
+    if shape not in group.fits:
+        group.fits[shape] = _place(group, ask)
+    return group.fits[shape]
+
+
+def _place(group: _Group, ask: Ask) -> str | None:
     guard = group.guard
     if ask.single_node or ask.kernels == 1:
         for node in group.work:
+            if not node.may_hold(ask, ask.kernels):
+                continue
             trial = node.copy()
             if all(trial.take(ask, guard) for _ in range(ask.kernels)):
                 return node.name
         return None
-    work = [node.copy() for node in group.work]
+    work = [node.copy() for node in group.work if node.may_hold(ask, 1)]
     names: list[str] = []
     for _ in range(ask.kernels):
         found = next((node for node in work if node.take(ask, guard)), None)

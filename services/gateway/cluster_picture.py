@@ -1,8 +1,8 @@
-"""The nodes' part of the ``cluster`` answer, built row by row: each GPU an agent reported,
-who holds it whole or in part, the kernels holding slots, and each node's free room for the
-fragmentation notes; owners in words (an email where the caller may see it). Another domain's
-sessions stay unnamed for a domain's operators. Reads the directory and the people vault;
-no subjects."""
+"""The nodes' part of the ``cluster`` answer, built row by row, one node and one part at a
+time: each GPU an agent reported, who holds it whole or in part, the kernels holding slots,
+and each node's free room for the fragmentation notes; owners in words (an email where the
+caller may see it). Another domain's sessions stay unnamed for a domain's operators. Reads
+the directory and the people vault; no subjects."""
 
 from __future__ import annotations
 
@@ -54,16 +54,36 @@ def sees(me: Principal, domain: str | None) -> bool:
     return me.is_superadmin or (domain is not None and domain == me.domain)
 
 
+Held = dict[int, list[tuple[KernelInterval, int]]]
+"""A node's GPUs by index: the kernels holding each and how many hundredths."""
+
+
+def held_on(kernels: list[KernelInterval]) -> Held:
+    on: Held = defaultdict(list)
+    for k in kernels:
+        for d in k.devices:
+            on[d.index].append((k, d.hundredths))
+    return on
+
+
+def reported(view: NodeView) -> list[DeviceInfo]:
+    """The GPUs its agent reported, by index."""
+    return sorted((DeviceInfo.model_validate(d) for d in view.devices), key=lambda d: d.index)
+
+
+def use(held: list[tuple[KernelInterval, int]]) -> tuple[bool, int]:
+    """(held whole, hundredths used) of one GPU."""
+    whole = any(k.slots.gpu_hundredths % FULL == 0 for k, _ in held)
+    return whole, FULL if whole else min(FULL, sum(h for _, h in held))
+
+
 class Picture:
-    """One answer being built: every node's GPUs, holds and kernels as flat rows, and the
-    room each node has free for the fragmentation notes."""
+    """One caller's rows, a node at a time: its GPUs and who holds them, its kernels, and the
+    room it has free for the fragmentation notes. Each is asked apart, so an answer builds
+    only the rows its query selects."""
 
     def __init__(self, me: Principal, people: People) -> None:
         self.me, self.people = me, people
-        self.devices: list[GpuDevice] = []
-        self.holds: list[DeviceHold] = []
-        self.kernels: list[NodeKernel] = []
-        self.rooms: list[Room] = []
 
     async def label(self, kernel: KernelInterval) -> str:
         if not sees(self.me, kernel.domain):
@@ -82,11 +102,11 @@ class Picture:
             "user": await self.people.name(k.user_id) if seen else None,
         }
 
-    async def add(self, view: NodeView, kernels: list[KernelInterval]) -> Node:
-        on: dict[int, list[tuple[KernelInterval, int]]] = defaultdict(list)
+    async def kernels(self, view: NodeView, kernels: list[KernelInterval]) -> list[NodeKernel]:
+        rows = []
         for k in kernels:
             s = k.slots
-            self.kernels.append(
+            rows.append(
                 NodeKernel(
                     node_id=view.id,
                     **await self._whose(k),
@@ -95,15 +115,18 @@ class Picture:
                     since=k.allocated_at,
                 )
             )
-            for d in k.devices:
-                on[d.index].append((k, d.hundredths))
-        rooms = []
-        reported = (DeviceInfo.model_validate(d) for d in view.devices)
-        for device in sorted(reported, key=lambda d: d.index):
+        return rows
+
+    async def gpus(
+        self, view: NodeView, kernels: list[KernelInterval]
+    ) -> tuple[list[GpuDevice], list[DeviceHold]]:
+        """The node's GPUs and their holds."""
+        on = held_on(kernels)
+        devices, holds = [], []
+        for device in reported(view):
             held = on.get(device.index, [])
-            whole = any(k.slots.gpu_hundredths % FULL == 0 for k, _ in held)
-            used = FULL if whole else min(FULL, sum(h for _, h in held))
-            self.devices.append(
+            whole, used = use(held)
+            devices.append(
                 GpuDevice(
                     node_id=view.id,
                     index=device.index,
@@ -116,7 +139,7 @@ class Picture:
                 )
             )
             for k, hundredths in held:
-                self.holds.append(
+                holds.append(
                     DeviceHold(
                         node_id=view.id,
                         index=device.index,
@@ -125,18 +148,23 @@ class Picture:
                         whole=whole,
                     )
                 )
+        return devices, holds
+
+    async def room(self, view: NodeView, kernels: list[KernelInterval]) -> Room:
+        """What is free on the node, its holders in words."""
+        on = held_on(kernels)
+        rooms = []
+        for device in reported(view):
+            held = on.get(device.index, [])
+            whole, used = use(held)
             holders = tuple([(await self.label(k), h) for k, h in held])
             shared = 0 if whole else used
             rooms.append(Device(device.index, whole, shared, device.mig_enabled, holders))
-        shown = Node.of(view)
-        self.rooms.append(
-            Room(
-                view.hostname,
-                view.resource_group,
-                shown.state == "schedulable",
-                view.capacity.cpu_milli - view.used.cpu_milli,
-                view.capacity.memory_bytes - view.used.memory_bytes,
-                tuple(rooms),
-            )
+        return Room(
+            view.hostname,
+            view.resource_group,
+            Node.of(view).state == "schedulable",
+            view.capacity.cpu_milli - view.used.cpu_milli,
+            view.capacity.memory_bytes - view.used.memory_bytes,
+            tuple(rooms),
         )
-        return shown

@@ -9,36 +9,55 @@ others see their domain's sessions by name, the rest as "another domain's").
 Reads the nodes and sessions views, the usage view's open kernel intervals (the one view that
 says who holds which GPU), the queue board (``jy-queues``) and the directory (emails through
 the people vault); writes nothing. ``clusterChanges`` (``cluster_subscription``) says when to
-ask again."""
+ask again.
+
+An answer builds only what its query selects (``Snapshot``: each part on first need), and
+two asks by one caller at one log position and queue board share the parts already built
+(``Pictures``: a few, for a few seconds)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import asyncio
+import time
+import weakref
+from collections import OrderedDict, defaultdict
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import strawberry
 from strawberry.types import Info
 
 from commands.authorisation import Principal
-from projections.queries import SessionView
+from projections.queries import NodeView, SessionView
 from projections.usage_tables import KernelInterval
 from schemas.tenancy import Role
-from services.gateway.cluster_fragmentation import FULL, Ask, explain
+from services.gateway.cluster_fragmentation import FULL, Ask, Room, explain
 from services.gateway.cluster_picture import People, Picture, resources
 from services.gateway.cluster_types import (
     ClusterNow,
+    DeviceHold,
     FragmentationNote,
+    GpuDevice,
     GroupQueue,
+    NodeKernel,
     WaitingSession,
 )
 from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.types import Node
+from services.gateway.views import Views
 
 PAGE = 500
 MAX_WAITING = 2000
 """Waiting sessions read per answer (four pages of the sessions view)."""
 MAX_NOTES = 200
 """Waiting sessions explained per answer, head of each queue first."""
+KEPT = 8
+"""Pictures kept (two tabs, the cluster and queue pages of a few operators)."""
+KEPT_S = 3.0
+"""How long one is reused: the views' position keys it, the directory's names do not."""
+
+T = TypeVar("T")
 
 
 def ordinal(n: int) -> str:
@@ -134,38 +153,127 @@ async def _asks(order: Order, people: People) -> list[Ask]:
     return asks
 
 
-@strawberry.type
-class ClusterQuery:
-    @strawberry.field(
-        description="The cluster now: nodes with their GPUs and who holds them, each resource "
-        "group's queue, and why waiting sessions do not fit. For administrators and monitors "
-        "(their domain's sessions by name; superadmins: all)."
-    )
-    async def cluster(self, info: Info[Context, Any]) -> ClusterNow:
-        me = who(info)
-        if me.role is Role.USER:
-            raise forbidden(info, "only administrators and monitors see the cluster")
-        ctx = ctx_of(info)
-        seq = await ctx.views.position()
-        people = People(ctx, me)
-        picture = Picture(me, people)
-        by_node: dict[str, list[KernelInterval]] = defaultdict(list)
-        for kernel in await ctx.views.usage.holding():
-            by_node[kernel.node_id].append(kernel)
-        nodes = [await picture.add(view, by_node[view.id]) for view in await ctx.views.nodes()]
-        queues, waiting, order = await _queues(ctx, await _pending(ctx, me), people)
-        groups = {view.record.resource_group for view, _, _ in order}
-        guards = {g: ctx.directory.group_scheduling(g).fragmentation_guard for g in groups}
-        notes = explain(picture.rooms, await _asks(order, people), guards)
-        return ClusterNow(
-            seq=seq,
-            nodes=nodes,
-            devices=picture.devices,
-            holds=picture.holds,
-            kernels=picture.kernels,
-            queues=queues,
-            waiting=waiting,
-            notes=[
+class Snapshot:
+    """One caller's picture of the cluster at one log position (``ClusterParts``): each part
+    worked out on first need and kept, so the fields of one answer (and of the next asks at
+    the same position) share it. Nodes need no kernel, the GPU map no queue; the notes need
+    the nodes' room and the queue."""
+
+    def __init__(self, ctx: Context, me: Principal) -> None:
+        self._ctx, self._me = ctx, me
+        self._people = People(ctx, me)
+        self._picture = Picture(me, self._people)
+        self._parts: dict[str, asyncio.Future[Any]] = {}
+        self._gpus: dict[str, tuple[list[GpuDevice], list[DeviceHold]]] = {}
+        self._kernels: dict[str, list[NodeKernel]] = {}
+        self.made: list[str] = []
+        """The parts worked out, in order (each once): what an answer cost."""
+
+    async def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> T:
+        part = self._parts.get(name)
+        if part is None or (part.done() and (part.cancelled() or part.exception())):
+            self.made.append(name)
+            part = self._parts[name] = asyncio.ensure_future(make())
+        # Shielded: one caller that goes away does not cancel the part the others wait for.
+        return cast(T, await asyncio.shield(part))
+
+    async def _views(self) -> list[NodeView]:
+        return await self._once("node views", self._ctx.views.nodes)
+
+    async def _holding(self) -> dict[str, list[KernelInterval]]:
+        async def holding() -> dict[str, list[KernelInterval]]:
+            by_node: dict[str, list[KernelInterval]] = defaultdict(list)
+            for kernel in await self._ctx.views.usage.holding():
+                by_node[kernel.node_id].append(kernel)
+            return by_node
+
+        return await self._once("holding", holding)
+
+    async def _chosen(self, node_ids: list[str] | None) -> list[NodeView]:
+        views = await self._views()
+        if node_ids is None:
+            return views
+        wanted = set(node_ids)
+        return [v for v in views if v.id in wanted]
+
+    async def nodes(self) -> list[Node]:
+        async def nodes() -> list[Node]:
+            return [Node.of(view) for view in await self._views()]
+
+        return await self._once("nodes", nodes)
+
+    async def _node_gpus(
+        self, node_ids: list[str] | None
+    ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
+        """Each chosen node's GPUs and holds, built once per node (every node's at once when
+        none is chosen: the devices and holds of one answer then wait on one pass)."""
+
+        async def chosen() -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
+            holding = await self._holding()
+            found = []
+            for view in await self._chosen(node_ids):
+                if view.id not in self._gpus:
+                    kernels = holding.get(view.id, [])
+                    self._gpus[view.id] = await self._picture.gpus(view, kernels)
+                found.append(self._gpus[view.id])
+            return found
+
+        return await (chosen() if node_ids is not None else self._once("gpus", chosen))
+
+    async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]:
+        return [d for devices, _ in await self._node_gpus(node_ids) for d in devices]
+
+    async def holds(self, node_ids: list[str] | None) -> list[DeviceHold]:
+        return [h for _, holds in await self._node_gpus(node_ids) for h in holds]
+
+    async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]:
+        async def chosen() -> list[NodeKernel]:
+            holding = await self._holding()
+            found = []
+            for view in await self._chosen(node_ids):
+                if view.id not in self._kernels:
+                    kernels = holding.get(view.id, [])
+                    self._kernels[view.id] = await self._picture.kernels(view, kernels)
+                found.extend(self._kernels[view.id])
+            return found
+
+        return await (chosen() if node_ids is not None else self._once("kernels", chosen))
+
+    async def sessions_on_nodes(self) -> int:
+        holding = await self._holding()
+        return len({k.session_id for kernels in holding.values() for k in kernels})
+
+    async def _rooms(self) -> list[Room]:
+        async def rooms() -> list[Room]:
+            holding = await self._holding()
+            return [
+                await self._picture.room(view, holding.get(view.id, []))
+                for view in await self._views()
+            ]
+
+        return await self._once("rooms", rooms)
+
+    async def _queued(self) -> tuple[list[GroupQueue], list[WaitingSession], Order]:
+        async def queued() -> tuple[list[GroupQueue], list[WaitingSession], Order]:
+            pending = await _pending(self._ctx, self._me)
+            return await _queues(self._ctx, pending, self._people)
+
+        return await self._once("queues", queued)
+
+    async def queues(self) -> list[GroupQueue]:
+        return (await self._queued())[0]
+
+    async def waiting(self) -> list[WaitingSession]:
+        return (await self._queued())[1]
+
+    async def notes(self) -> list[FragmentationNote]:
+        async def notes() -> list[FragmentationNote]:
+            order = (await self._queued())[2]
+            groups = {view.record.resource_group for view, _, _ in order}
+            directory = self._ctx.directory
+            guards = {g: directory.group_scheduling(g).fragmentation_guard for g in groups}
+            said = explain(await self._rooms(), await _asks(order, self._people), guards)
+            return [
                 FragmentationNote(
                     session_id=strawberry.ID(n.session_id),
                     resource_group=n.group,
@@ -174,6 +282,62 @@ class ClusterQuery:
                     free_gpu=str(Decimal(n.free_gpu_hundredths) / FULL),
                     need_gpu=str(Decimal(n.need_gpu_hundredths) / FULL),
                 )
-                for n in notes
-            ],
-        )
+                for n in said
+            ]
+
+        return await self._once("notes", notes)
+
+
+Key = tuple[int, int, str, str, str]
+"""(log position, queue board generation, caller's user id, role, domain)."""
+
+
+class Pictures:
+    """The last few callers' pictures, reused for ``KEPT_S``: two asks at one log position
+    and one queue board by the same person (two tabs; the cluster and the queue pages) share
+    one. Keyed by the caller, so no one gets a picture drawn for someone who sees more."""
+
+    def __init__(self, kept: int = KEPT, kept_s: float = KEPT_S) -> None:
+        self._kept, self._kept_s = kept, kept_s
+        self.entries: OrderedDict[Key, tuple[float, Snapshot]] = OrderedDict()
+
+    def of(self, seq: int, ctx: Context, me: Principal) -> Snapshot:
+        key = (seq, ctx.services.queues.generation, me.user_id, me.role.value, me.domain)
+        now = time.monotonic()
+        found = self.entries.get(key)
+        if found is not None and now - found[0] < self._kept_s:
+            self.entries.move_to_end(key)
+            return found[1]
+        snapshot = Snapshot(ctx, me)
+        self.entries[key] = (now, snapshot)
+        self.entries.move_to_end(key)
+        while len(self.entries) > self._kept:
+            self.entries.popitem(last=False)
+        return snapshot
+
+
+_PICTURES: weakref.WeakKeyDictionary[Views, Pictures] = weakref.WeakKeyDictionary()
+
+
+def pictures(views: Views) -> Pictures:
+    """The pictures of one gateway (its views): never one gateway's for another's."""
+    if views not in _PICTURES:
+        _PICTURES[views] = Pictures()
+    return _PICTURES[views]
+
+
+@strawberry.type
+class ClusterQuery:
+    @strawberry.field(
+        description="The cluster now: nodes with their GPUs and who holds them, each resource "
+        "group's queue, and why waiting sessions do not fit. For administrators and monitors "
+        "(their domain's sessions by name; superadmins: all). Only the lists asked are "
+        "worked out."
+    )
+    async def cluster(self, info: Info[Context, Any]) -> ClusterNow:
+        me = who(info)
+        if me.role is Role.USER:
+            raise forbidden(info, "only administrators and monitors see the cluster")
+        ctx = ctx_of(info)
+        seq = await ctx.views.position()
+        return ClusterNow(seq=seq, parts=pictures(ctx.views).of(seq, ctx, me))

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="untyped-decorator"
+# (strawberry's decorators with arguments are untyped in its stubs; the resolvers are typed)
 """GraphQL types of the operators' picture of the cluster (``cluster_queries``): the nodes, their
 GPUs, who holds each whole or in part, the kernels on them; each resource group's queue and
 its waiting sessions; the notes that say why waiting requests do not fit. A session of a
@@ -5,11 +7,13 @@ domain the caller may not read shows with no id, name or user.
 
 The lists are flat, each row naming its node or group, rather than nested: a query's cost is
 estimated per list (``limits.py``), and nodes x GPUs x holds nested would cost far more than
-the rows it returns."""
+the rows it returns. Each list is worked out only when a query selects it (``ClusterParts``:
+``cluster { seq }`` reads no node, ``nodes`` no kernel)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol
 
 import strawberry
 
@@ -96,13 +100,76 @@ class FragmentationNote:
     need_gpu: str = strawberry.field(description="GPUs it asks, all kernels together")
 
 
-@strawberry.type(description="The cluster now, as the views hold it.")
+NODE_IDS = (
+    "nodeIds: only these nodes' rows (to draw a few nodes, or one when it is opened); "
+    "left out: every node's"
+)
+
+
+class ClusterParts(Protocol):
+    """One caller's picture at one log position (``cluster_queries.Snapshot``), each part
+    worked out on first need."""
+
+    async def nodes(self) -> list[Node]: ...
+
+    async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]: ...
+
+    async def holds(self, node_ids: list[str] | None) -> list[DeviceHold]: ...
+
+    async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]: ...
+
+    async def sessions_on_nodes(self) -> int: ...
+
+    async def queues(self) -> list[GroupQueue]: ...
+
+    async def waiting(self) -> list[WaitingSession]: ...
+
+    async def notes(self) -> list[FragmentationNote]: ...
+
+
+def _ids(node_ids: list[strawberry.ID] | None) -> list[str] | None:
+    return None if node_ids is None else [str(i) for i in node_ids]
+
+
+@strawberry.type(
+    description="The cluster now, as the views hold it. Each list is worked out only when "
+    "asked: ask only what you draw."
+)
 class ClusterNow:
     seq: int = strawberry.field(description="the log position the views had reached")
-    nodes: list[Node]
-    devices: list[GpuDevice] = strawberry.field(description="by node, then index")
-    holds: list[DeviceHold] = strawberry.field(description="by node, GPU, then kernel")
-    kernels: list[NodeKernel] = strawberry.field(description="the kernels holding slots, by node")
-    queues: list[GroupQueue]
-    waiting: list[WaitingSession] = strawberry.field(description="by group, head first")
-    notes: list[FragmentationNote] = strawberry.field(description="in the order of `waiting`")
+    parts: strawberry.Private[ClusterParts]
+
+    @strawberry.field
+    async def nodes(self) -> list[Node]:
+        return await self.parts.nodes()
+
+    @strawberry.field(description=f"by node, then index. {NODE_IDS}")
+    async def devices(self, node_ids: list[strawberry.ID] | None = None) -> list[GpuDevice]:
+        return await self.parts.devices(_ids(node_ids))
+
+    @strawberry.field(description=f"by node, GPU, then kernel. {NODE_IDS}")
+    async def holds(self, node_ids: list[strawberry.ID] | None = None) -> list[DeviceHold]:
+        return await self.parts.holds(_ids(node_ids))
+
+    @strawberry.field(description=f"the kernels holding slots, by node. {NODE_IDS}")
+    async def kernels(self, node_ids: list[strawberry.ID] | None = None) -> list[NodeKernel]:
+        return await self.parts.kernels(_ids(node_ids))
+
+    @strawberry.field(
+        description="how many sessions hold slots on the nodes, every domain's counted "
+        "(the kernels' sessions without reading the kernels)"
+    )
+    async def sessions_on_nodes(self) -> int:
+        return await self.parts.sessions_on_nodes()
+
+    @strawberry.field
+    async def queues(self) -> list[GroupQueue]:
+        return await self.parts.queues()
+
+    @strawberry.field(description="by group, head first")
+    async def waiting(self) -> list[WaitingSession]:
+        return await self.parts.waiting()
+
+    @strawberry.field(description="in the order of `waiting`")
+    async def notes(self) -> list[FragmentationNote]:
+        return await self.parts.notes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,15 @@ def test_the_gpu_map_follows_fractional_sessions_and_explains_the_fragmentation(
     # Half a GPU, then 0.6 (FILL: it does not fit beside the half, so it takes GPU 1).
     half = create(gpu_stack, sessions, gpu="0.5", name="half-gpu")
     expect(card.locator(".op-gpu[data-index='0']")).to_have_attribute("data-used", "50")
-    expect(card.locator(".op-gpu[data-index='0'] .op-gpu-holds")).to_contain_text("half-gpu")
+    segment = card.locator(f".op-gpu[data-index='0'] .op-gpu-seg[data-session='{half}']")
+    expect(segment).to_have_attribute("title", re.compile(r"^0\.5 · session half-gpu of "))
+    # The sessions on the node are drawn when its card is opened, and follow while it is.
+    expect(card.locator(".op-kernels")).to_have_count(0)
+    card.locator(".op-node-more summary").click()
     expect(card.locator(f".op-kernels tr[data-session='{half}']")).to_be_visible()
-    create(gpu_stack, sessions, gpu="0.6", name="sixty")
+    sixty = create(gpu_stack, sessions, gpu="0.6", name="sixty")
     expect(card.locator(".op-gpu[data-index='1']")).to_have_attribute("data-used", "60")
+    expect(card.locator(f".op-kernels tr[data-session='{sixty}']")).to_be_visible()
     # 2.9 GPUs are free, but 2.6 as shares needs 3 GPUs with 2.6 between them: 1 + 1 + 0.5.
     waiting = create(gpu_stack, sessions, gpu="2.6", name="big-share")
     wait_until(lambda: "fragmentation" in stack_reason(gpu_stack, waiting), "the request waited")

@@ -1,5 +1,6 @@
 """The operators' queries through the real gateway app on a real log: ``cluster`` (who holds each
-GPU, the queue, why a waiting request does not fit, another domain's sessions unnamed),
+GPU, the queue, why a waiting request does not fit, another domain's sessions unnamed; only
+the lists asked worked out, a node's rows alone, one caller's picture never another's),
 ``eventLog`` (a session's, node's or agent's events a page at a time, by name, env values
 hidden, who may read which) and the ``clusterChanges`` feed (a tick naming a node once the
 views hold its change).
@@ -34,6 +35,7 @@ from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
+from services.gateway.cluster_queries import Snapshot, pictures
 from services.gateway.cluster_subscription import ClusterChange, cluster_changes
 from tests.integration.gateway_support import Gateway, gql_ok, person, running_gateway
 from tests.integration.test_usage import write
@@ -210,6 +212,84 @@ async def test_a_domain_s_operators_see_another_domain_s_sessions_unnamed(world:
 async def test_a_user_may_not_see_the_cluster(world: World) -> None:
     body = await world.gw.gql(CLUSTER, auth=world.auth["alice"])
     assert body["errors"][0]["extensions"]["code"] == "forbidden"
+
+
+def snapshots(world: World) -> list[Snapshot]:
+    return [snapshot for _, snapshot in pictures(world.gw.services.views).entries.values()]
+
+
+@pytest.mark.parametrize(
+    ("query", "made"),
+    [
+        ("{ cluster { seq } }", set()),  # no view read beyond the position
+        ("{ cluster { nodes { id } } }", {"node views", "nodes"}),  # no kernel, queue, note
+        ("{ cluster { devices { index } holds { index } } }", {"node views", "holding", "gpus"}),
+        ("{ cluster { waiting { sessionId } } }", {"queues"}),  # no node
+        (
+            "{ cluster { notes { sessionId } } }",
+            {"queues", "node views", "holding", "rooms", "notes"},
+        ),
+    ],
+)
+async def test_only_the_lists_asked_are_worked_out(
+    world: World, query: str, made: set[str]
+) -> None:
+    pictures(world.gw.services.views).entries.clear()
+    body = await world.gw.gql(query, auth=world.gw.root)
+    assert "errors" not in body, body
+    (asked,) = snapshots(world)
+    assert set(asked.made) == made
+    assert len(asked.made) == len(made)  # each part once
+
+
+async def test_the_fields_of_one_answer_share_one_picture(world: World) -> None:
+    pictures(world.gw.services.views).entries.clear()
+    query = """{ cluster {
+      nodes { id } devices { index } holds { index } kernels { nodeId } notes { kind } } }"""
+    body = await world.gw.gql(query, auth=world.gw.root)
+    assert {"kind": "fragmented"} in body["data"]["cluster"]["notes"]
+    (asked,) = snapshots(world)
+    assert sorted(asked.made) == [
+        "gpus", "holding", "kernels", "node views", "nodes", "notes", "queues", "rooms",
+    ]  # fmt: skip
+
+
+async def test_a_node_s_rows_come_alone(world: World) -> None:
+    node = world.cast.id("gpu-a")
+    query = """query($ids: [ID!]) { cluster {
+      devices(nodeIds: $ids) { nodeId index } holds(nodeIds: $ids) { nodeId sessionName }
+      kernels(nodeIds: $ids) { nodeId sessionId } } }"""
+    every = await cluster_as(world, "root")
+    alone = (await world.gw.gql(query, auth=world.gw.root, ids=[node]))["data"]["cluster"]
+    assert [(d["nodeId"], d["index"]) for d in alone["devices"]] == [(node, i) for i in range(4)]
+    assert [h["sessionName"] for h in alone["holds"]] == ["sixty", "theirs"]
+    assert {h["nodeId"] for h in alone["holds"] + alone["kernels"]} == {node}
+    assert sorted(k["sessionId"] for k in alone["kernels"]) == sorted(
+        k["sessionId"] for k in mine(world, every, "kernels")
+    )
+    none = (await world.gw.gql(query, auth=world.gw.root, ids=[]))["data"]["cluster"]
+    assert none == {"devices": [], "holds": [], "kernels": []}
+    unknown = await world.gw.gql(query, auth=world.gw.root, ids=["no-such-node"])
+    assert unknown["data"]["cluster"] == {"devices": [], "holds": [], "kernels": []}
+
+
+async def test_one_caller_s_picture_is_never_another_s(world: World) -> None:
+    pictures(world.gw.services.views).entries.clear()
+    cast, asked = world.cast, set()
+    query = "query($ids: [ID!]) { cluster { seq holds(nodeIds: $ids) { index sessionId user } } }"
+
+    async def holders(who: str) -> list[tuple[str | None, str | None]]:
+        body = await world.gw.gql(query, auth=world.auth[who], ids=[cast.id("gpu-a")])
+        asked.add((body["data"]["cluster"]["seq"], who))
+        return [(h["sessionId"], h["user"]) for h in body["data"]["cluster"]["holds"]]
+
+    # In turn at one log position: each sees what it may, whoever asked before.
+    alice, carol = (cast.id("s1"), world.emails["alice"]), (cast.id("s2"), world.emails["carol"])
+    assert await holders("root") == [alice, carol]
+    assert await holders("admin") == [alice, (None, None)]
+    assert await holders("monitor") == [(cast.id("s1"), cast.key("alice")), (None, None)]
+    assert await holders("root") == [alice, carol]
+    assert len(snapshots(world)) == len(asked) == 3  # root's, the admin's, the monitor's
 
 
 async def log_of(

@@ -144,3 +144,38 @@ def test_a_long_list_of_nodes_is_cut_short() -> None:
     assert note.kind is Kind.FRAGMENTED
     assert note.text.count(" has 1 whole GPU free") == 6
     assert "; and 3 more nodes." in note.text
+
+
+def test_requests_of_one_shape_each_get_their_own_words() -> None:
+    mine = Ask("s-1", "session one of bob@example.org", "default", 1000, GIB, 400, place="1st")
+    theirs = Ask("s-2", "session two of dan@example.org", "default", 1000, GIB, 400)
+    fits = Ask("s-3", "session three of dan@example.org", "default", 1000, GIB, 100)
+    notes = explain(CLUSTER, [mine, fits, theirs], {})
+    assert [n.kind for n in notes] == [Kind.FRAGMENTED, Kind.FITS, Kind.FRAGMENTED]
+    assert notes[0].text.endswith("request of session one of bob@example.org (1st) cannot fit.")
+    assert notes[2].text.endswith("request of session two of dan@example.org cannot fit.")
+    assert "room for session three of dan@example.org now on node-a" in notes[1].text
+
+
+# node-a: cores, no free GPU; node-b: a GPU with 0.7 free, fewer cores.
+APART = [
+    room("node-a", whole(0), whole(1), cpu=64_000),
+    room("node-b", shared(0, (W, 30)), cpu=20_000),
+]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "cpu", "kind", "where"),
+    [
+        (100, 1000, Kind.SHORT, "asks 1 GPU in all; 0.7 GPU is free"),
+        (60, 1000, Kind.FITS, "now on node-b"),
+        (0, 30_000, Kind.FITS, "now on node-a"),
+        (60, 30_000, Kind.FRAGMENTED, "no node has 0.6 free on 1 GPU"),
+    ],
+)
+def test_a_node_is_tried_only_with_the_room_in_total(
+    gpu: int, cpu: int, kind: Kind, where: str
+) -> None:
+    (note,) = explain(APART, [ask(gpu, cpu=cpu)], {})
+    assert note.kind is kind
+    assert where in note.text, note.text

@@ -1,20 +1,25 @@
 """The pure parts of the operators' queries: how ``eventLog`` shows an event (env values hidden
 at any depth, the actor as kind:id), how ``clusterChanges`` sums up a batch of the log (the
-nodes named, sessions counted), and the ordinals the queue's words use."""
+nodes named, sessions counted), which ``cluster`` pictures are reused (one caller's, at one log
+position and queue board, a few, for a while), and the ordinals the queue's words use."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
+from commands.authorisation import Principal
 from events.direct import RawMessage
 from events.domain.node import ResourcesAllocated
 from events.envelope import Envelope
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
-from services.gateway.cluster_queries import ordinal
+from schemas.tenancy import Role
+from services.gateway.cluster_queries import Pictures, ordinal
 from services.gateway.cluster_subscription import summarise
+from services.gateway.context import Context
 from services.gateway.event_log_queries import HIDDEN, logged, redact
 
 
@@ -83,3 +88,43 @@ def test_ordinals() -> None:
         "101st",
         "111th",
     ]
+
+
+def caller(user: str, role: Role = Role.ADMIN, domain: str = "d1") -> Principal:
+    return Principal(user, role, domain, frozenset(), None)
+
+
+def board_at(generation: int) -> Context:
+    """A request's context as ``Pictures`` reads it: the queue board's generation."""
+    return cast(Context, SimpleNamespace(services=SimpleNamespace(queues=SimpleNamespace(
+        generation=generation
+    ))))  # fmt: skip
+
+
+def test_a_picture_is_reused_by_its_caller_at_its_position_only() -> None:
+    kept, ctx = Pictures(), board_at(1)
+    admin = caller("u1")
+    first = kept.of(7, ctx, admin)
+    assert kept.of(7, ctx, caller("u1")) is first  # the same person again (another tab)
+    others = [
+        kept.of(8, ctx, admin),  # the views moved on
+        kept.of(7, board_at(2), admin),  # a queue moved
+        kept.of(7, ctx, caller("u2")),  # another admin of the domain (emails seen differ)
+        kept.of(7, ctx, caller("u1", Role.MONITOR)),  # the same person, another role
+        kept.of(7, ctx, caller("u1", domain="d2")),  # another domain
+        kept.of(7, ctx, caller("u1", Role.SUPERADMIN)),
+    ]
+    assert len({id(p) for p in [first, *others]}) == 7
+
+
+def test_pictures_are_few_and_short_lived() -> None:
+    kept, ctx = Pictures(kept=2), board_at(1)
+    first = kept.of(1, ctx, caller("u1"))
+    kept.of(2, ctx, caller("u1"))
+    kept.of(1, ctx, caller("u1"))  # used again: the newest
+    kept.of(3, ctx, caller("u1"))  # the oldest (position 2) goes
+    assert [key[0] for key in kept.entries] == [1, 3]
+    assert kept.of(1, ctx, caller("u1")) is first
+    expired = Pictures(kept_s=0.0)
+    gone = expired.of(1, ctx, caller("u1"))
+    assert expired.of(1, ctx, caller("u1")) is not gone

@@ -9,17 +9,26 @@ export const CLUSTER_CHANGES = `subscription ClusterChanges {
   clusterChanges { seq nodeIds sessions queues }
 }`;
 
-/** Call onTick(change) on every tick (and onTick(null) after a reconnect) until the page is left. */
+/** Call onTick(change) on every tick (and onTick(null) after a reconnect, not after the first
+ * connection) until the page is left. */
 export function followCluster(scope, onTick, { onError } = {}) {
   const stop = live.subscribe(CLUSTER_CHANGES, {}, {
     next: (data) => onTick(data.clusterChanges),
     error: onError,
   });
+  // Ticks missed while the connection was down are not replayed: ask again once when it comes
+  // back. Only a connection lost after it was live is missed ticks: the first "live" after
+  // subscribing is the connection opening, and the page has just asked.
   let wasLive = live.currentState() === "live";
+  let dropped = false;
   const listener = (event) => {
-    // Ticks missed while the connection was down are not replayed: ask again once.
-    if (event.detail === "live" && !wasLive) onTick(null);
-    wasLive = event.detail === "live";
+    if (event.detail === "live") {
+      if (dropped) onTick(null);
+      dropped = false;
+      wasLive = true;
+    } else if (wasLive) {
+      dropped = true;
+    }
   };
   live.state.addEventListener("change", listener);
   scope.onLeave(() => {

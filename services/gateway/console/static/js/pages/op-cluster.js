@@ -1,16 +1,17 @@
 // Operate › Cluster: every node with its state (cordon, drain and uncordon from its card), the
-// GPU map of every device with its whole and fractional holds, the sessions on each node, and
-// why waiting requests do not fit, in words. Live: the clusterChanges subscription says when
-// to ask again (no polling).
+// GPU map of every device with its whole and fractional holds, the sessions on a node when its
+// card is opened, and why waiting requests do not fit, in words. Live: the clusterChanges
+// subscription says when to ask again (no polling); a card is drawn again only when what it
+// shows changed, so a thousand nodes stay cheap to follow.
 
 import { gql } from "../api.js";
 import { bytes, clockEl, h, replace } from "../dom.js";
 import { errorBox } from "../errors.js";
 import { addNavItem } from "../nav.js";
-import { loadCluster } from "../op/cluster.js";
+import { loadCluster, loadKernels } from "../op/cluster.js";
 import { followCluster, refresher } from "../op/feed.js";
 import { OPERATORS, gpuAmount, mayOperateNodes } from "../op/format.js";
-import { gpuMap, kernelTable, meter } from "../op/gpu-map.js";
+import { gpuMap, kernelTable, meter, signature } from "../op/gpu-map.js";
 import { noteList } from "../op/notes.js";
 import { definePage } from "../router.js";
 
@@ -32,11 +33,15 @@ function summary(model) {
   const offered = model.nodes.filter((n) => n.state === "schedulable");
   const free = offered.reduce((sum, n) => sum + n.gpuFree, 0);
   const total = model.nodes.reduce((sum, n) => sum + n.gpuCapacity, 0);
-  const sessions = new Set(model.nodes.flatMap((n) => n.kernels.map((k) => k.sessionId ?? k.kernelId))).size;
+  const sessions = model.sessionsOnNodes;
   const waiting = model.groups.reduce((sum, g) => sum + g.waiting.length, 0);
   return `${model.nodes.length} ${model.nodes.length === 1 ? "node" : "nodes"}${byState ? ` (${byState})` : ""} · `
     + `${gpuAmount(free)} of ${gpuAmount(total)} GPUs free on schedulable nodes · `
     + `${sessions} ${sessions === 1 ? "session" : "sessions"} on nodes · ${waiting} waiting`;
+}
+
+function kernelsWords(node) {
+  return `Sessions on it (${node.allocations} ${node.allocations === 1 ? "kernel" : "kernels"})`;
 }
 
 function meters(node) {
@@ -44,11 +49,12 @@ function meters(node) {
   const cpuCap = Number(node.capacity.cpu);
   const memUsed = Number(node.used.memoryBytes);
   const memCap = Number(node.capacity.memoryBytes);
-  return h("div", { class: "op-meters" },
+  return [
     meter("CPU", cpuUsed, cpuCap, `${node.used.cpu} of ${node.capacity.cpu} cores`),
     meter("Memory", memUsed, memCap, `${bytes(memUsed)} of ${bytes(memCap)}`),
     node.gpuCapacity > 0 && meter("GPU", node.gpuCapacity - node.gpuFree, node.gpuCapacity,
-      `${node.used.gpu} of ${node.capacity.gpu} held`));
+      `${node.used.gpu} of ${node.capacity.gpu} held`),
+  ];
 }
 
 function actionsFor(node) {
@@ -74,8 +80,9 @@ definePage({
       h("section", { class: "card", id: "op-fragmentation" }, h("h2", {}, "Why requests wait"), notes),
       grid);
 
-    const cards = new Map(); // node id -> {card, head, actions, body}
+    const cards = new Map(); // node id -> {node, shown, card, head, actions, status, meters, map, said, kernels, kernelsShown}
     const forms = new Map(); // node id -> the open form's element (kept across refreshes)
+    const opened = new Set(); // node ids whose sessions are shown: their kernels are asked with the cluster
     const operate = mayOperateNodes(viewer);
     let refresh = null;
 
@@ -92,7 +99,9 @@ definePage({
       try {
         const answer = Object.values(await gql(MUTATIONS[kind], variables))[0];
         forms.delete(node.id);
-        replace(cards.get(node.id).status, h("span", { class: "op-done" }, `${VERBS[kind]}: ${answer.status.toLowerCase()}${answer.message ? ` (${answer.message})` : ""}`));
+        const entry = cards.get(node.id);
+        drawActions(entry);
+        replace(entry.status, h("span", { class: "op-done" }, `${VERBS[kind]}: ${answer.status.toLowerCase()}${answer.message ? ` (${answer.message})` : ""}`));
         await refresh();
       } catch (error) {
         replace(status, errorBox(error, `${VERBS[kind]} refused`));
@@ -108,7 +117,7 @@ definePage({
           h("input", { name: "deadline", type: "number", min: 1, placeholder: "empty: let it end by itself" })),
         h("div", { class: "actions" },
           h("button", { type: "submit", class: kind === "uncordon" ? "primary" : "danger" }, `${VERBS[kind]} ${node.hostname}`),
-          h("button", { type: "button", onclick: () => { forms.delete(node.id); draw(node); } }, "Cancel")),
+          h("button", { type: "button", onclick: () => { forms.delete(node.id); drawActions(cards.get(node.id)); } }, "Cancel")),
         h("div", { class: "op-form-status" }));
       form.addEventListener("submit", (event) => { event.preventDefault(); send(node, kind, form); });
       return form;
@@ -120,44 +129,95 @@ definePage({
         class: `op-${kind}`,
         onclick: () => {
           forms.set(node.id, formFor(node, kind));
-          draw(node);
+          drawActions(cards.get(node.id));
           forms.get(node.id).elements.reason.focus();
         },
       }, kind === "uncordon" ? "Uncordon…" : `${VERBS[kind]}…`)),
       h("a", { class: "button", href: `#/operate/events/node/${node.id}` }, "Event log"));
 
-    const draw = (node) => {
-      let entry = cards.get(node.id);
-      if (!entry) {
-        entry = {
-          head: h("div", { class: "op-node-head" }),
-          actions: h("div", { class: "op-node-actions" }),
-          status: h("div", { class: "op-node-status" }),
-          body: h("div", { class: "op-node-body" }),
-        };
-        entry.card = h("section", { class: "card op-node", dataset: { node: node.id } }, entry.head, entry.actions, entry.status, entry.body);
-        cards.set(node.id, entry);
-      }
-      entry.card.dataset.state = node.state;
-      replace(entry.head,
-        h("h2", {}, node.hostname, " ", stateBadge(node)),
-        h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
-        node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
-      const open = forms.get(node.id);
+    const drawActions = (entry) => {
+      const open = forms.get(entry.node.id);
       // An open form stays the same element, so typing is not lost when the cluster changes.
       if (open) {
         if (open.parentNode !== entry.actions) replace(entry.actions, open);
       } else {
-        replace(entry.actions, buttons(node));
+        replace(entry.actions, buttons(entry.node));
       }
-      replace(entry.body, meters(node), gpuMap(node), kernelTable(node));
+    };
+
+    const drawKernels = (entry, kernels) => {
+      const shown = JSON.stringify(kernels);
+      if (shown === entry.kernelsShown) return;
+      entry.kernelsShown = shown;
+      replace(entry.kernels, kernelTable(kernels));
+    };
+
+    // The sessions on a node are drawn when its card is opened (asked then), and followed
+    // while it stays open; closed, they are dropped.
+    const toggled = async (entry) => {
+      const id = entry.node.id;
+      if (!entry.more.open) {
+        opened.delete(id);
+        entry.kernelsShown = null;
+        replace(entry.kernels);
+        return;
+      }
+      opened.add(id);
+      replace(entry.kernels, h("p", { class: "hint" }, "Reading…"));
+      try {
+        const found = await loadKernels([id]);
+        if (!scope.left && opened.has(id)) drawKernels(entry, found.get(id));
+      } catch (error) {
+        if (!scope.left) replace(entry.kernels, errorBox(error, "The sessions could not be read"));
+      }
+    };
+
+    const cardFor = (node) => {
+      const entry = {
+        node,
+        shown: null,
+        head: h("div", { class: "op-node-head" }),
+        actions: h("div", { class: "op-node-actions" }),
+        status: h("div", { class: "op-node-status" }),
+        meters: h("div", { class: "op-meters" }),
+        map: h("div", { class: "op-node-map" }),
+        said: h("summary", {}),
+        kernels: h("div", { class: "op-node-kernels" }),
+        kernelsShown: null,
+      };
+      entry.more = h("details", { class: "op-node-more", ontoggle: () => toggled(entry) }, entry.said, entry.kernels);
+      entry.card = h("section", { class: "card op-node", dataset: { node: node.id } },
+        entry.head, entry.actions, entry.status, h("div", { class: "op-node-body" }, entry.meters, entry.map, entry.more));
+      cards.set(node.id, entry);
+      return entry;
+    };
+
+    /** Draw a node's card, or leave it as it is when nothing it shows changed. */
+    const draw = (node, kernels) => {
+      const entry = cards.get(node.id) ?? cardFor(node);
+      entry.node = node;
+      const shown = signature(node);
+      if (shown !== entry.shown) {
+        entry.shown = shown;
+        entry.card.dataset.state = node.state;
+        replace(entry.head,
+          h("h2", {}, node.hostname, " ", stateBadge(node)),
+          h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
+          node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
+        drawActions(entry);
+        replace(entry.meters, meters(node));
+        replace(entry.map, gpuMap(node));
+        entry.said.textContent = kernelsWords(node);
+      }
+      if (kernels && opened.has(node.id)) drawKernels(entry, kernels);
       return entry.card;
     };
 
     const load = async () => {
+      const asked = new Set(opened);
       let model;
       try {
-        model = await loadCluster();
+        model = await loadCluster(asked);
       } catch (error) {
         if (!scope.left) replace(problems, errorBox(error, "The cluster could not be read"));
         return;
@@ -170,13 +230,14 @@ definePage({
       for (const stale of grid.querySelectorAll(":scope > :not(.op-node)")) stale.remove();
       model.nodes.forEach((node, i) => {
         seen.add(node.id);
-        const card = draw(node);
+        const card = draw(node, asked.has(node.id) ? node.kernels : null);
         if (grid.children[i] !== card) grid.insertBefore(card, grid.children[i] ?? null);
       });
       for (const [id, entry] of cards) {
         if (!seen.has(id)) {
           entry.card.remove();
           cards.delete(id);
+          opened.delete(id);
         }
       }
       if (model.nodes.length === 0) replace(grid, h("p", { class: "hint" }, "No node has registered yet."));

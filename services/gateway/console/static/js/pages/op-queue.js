@@ -1,11 +1,12 @@
 // Operate › Queue: each resource group's waiting sessions, head first, with their place, what
 // each kernel asks, how long they have waited, the scheduler's reason and, in words, why they
-// do not fit (fragmentation, not enough free, or room now). Live through clusterChanges.
+// do not fit (fragmentation, not enough free, or room now). Live through clusterChanges. Asks
+// only the queues, the waiting and the notes: no node.
 
 import { clockEl, h, replace, resourcesWords, timeEl } from "../dom.js";
 import { errorBox } from "../errors.js";
 import { addNavItem } from "../nav.js";
-import { loadCluster } from "../op/cluster.js";
+import { loadQueues } from "../op/cluster.js";
 import { followCluster, refresher } from "../op/feed.js";
 import { OPERATORS, ordinal } from "../op/format.js";
 import { noteBadge } from "../op/notes.js";
@@ -50,12 +51,12 @@ definePage({
     replace(root, h("div", { class: "page-head" }, h("h1", {}, only ? `Queue of ${only}` : "Queues"), updated), problems, body);
     const load = async () => {
       try {
-        const model = await loadCluster();
+        const model = await loadQueues();
         if (scope.left) return;
         const groups = model.groups.filter((g) => !only || g.name === only);
         replace(problems);
         replace(body, groups.length ? groups.map(groupSection) : h("p", { class: "hint", id: "op-queue-empty" }, "Nothing waits."));
-        replace(updated, "updated ", clockEl(new Date().toISOString()));
+        replace(updated, "updated ", clockEl(new Date().toISOString()), ` · log position ${model.seq}`);
       } catch (error) {
         if (!scope.left) replace(problems, errorBox(error, "The queues could not be read"));
       }
