@@ -184,13 +184,23 @@ async def count_sessions(
 
 async def get_session(engine: AsyncEngine, session_id: str) -> SessionView | None:
     """One session with its status history, read in one transaction."""
+    found = await get_sessions(engine, [session_id])
+    return found[0] if found else None
+
+
+async def get_sessions(engine: AsyncEngine, session_ids: Sequence[str]) -> list[SessionView]:
+    """The sessions among ``session_ids`` that exist, each with its status history, in the
+    order asked; read in one transaction."""
+    if not session_ids:
+        return []
     t = session_tables.tables().sessions
     async with engine.connect() as conn, conn.begin():
-        row = (await conn.execute(select(t).where(t.c.id == session_id))).first()
-        if row is None:
-            return None
-        history = await _history(conn, [session_id])
-    return SessionView(session_tables.from_row(row), history.get(session_id, ()))
+        rows = (await conn.execute(select(t).where(t.c.id.in_(list(session_ids))))).all()
+        history = await _history(conn, [r.id for r in rows])
+    by_id = {r.id: session_tables.from_row(r) for r in rows}
+    return [
+        SessionView(by_id[i], history.get(i, ())) for i in dict.fromkeys(session_ids) if i in by_id
+    ]
 
 
 async def _history(

@@ -202,23 +202,32 @@ class Snapshot:
 
         return await self._once("nodes", nodes)
 
-    async def _node_gpus(
-        self, node_ids: list[str] | None
-    ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
-        """Each chosen node's GPUs and holds, built once per node (every node's at once when
-        none is chosen: the devices and holds of one answer then wait on one pass)."""
+    async def _per_node(
+        self,
+        name: str,
+        kept: dict[str, T],
+        build: Callable[[NodeView, list[KernelInterval]], Awaitable[T]],
+        node_ids: list[str] | None,
+    ) -> list[T]:
+        """``build``'s rows of each chosen node, built once per node and kept in ``kept``
+        (every node's at once when none is chosen: one answer's lists then wait on one pass,
+        the part ``name``)."""
 
-        async def chosen() -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
+        async def chosen() -> list[T]:
             holding = await self._holding()
             found = []
             for view in await self._chosen(node_ids):
-                if view.id not in self._gpus:
-                    kernels = holding.get(view.id, [])
-                    self._gpus[view.id] = await self._picture.gpus(view, kernels)
-                found.append(self._gpus[view.id])
+                if view.id not in kept:
+                    kept[view.id] = await build(view, holding.get(view.id, []))
+                found.append(kept[view.id])
             return found
 
-        return await (chosen() if node_ids is not None else self._once("gpus", chosen))
+        return await (chosen() if node_ids is not None else self._once(name, chosen))
+
+    async def _node_gpus(
+        self, node_ids: list[str] | None
+    ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
+        return await self._per_node("gpus", self._gpus, self._picture.gpus, node_ids)
 
     async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]:
         return [d for devices, _ in await self._node_gpus(node_ids) for d in devices]
@@ -227,17 +236,8 @@ class Snapshot:
         return [h for _, holds in await self._node_gpus(node_ids) for h in holds]
 
     async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]:
-        async def chosen() -> list[NodeKernel]:
-            holding = await self._holding()
-            found = []
-            for view in await self._chosen(node_ids):
-                if view.id not in self._kernels:
-                    kernels = holding.get(view.id, [])
-                    self._kernels[view.id] = await self._picture.kernels(view, kernels)
-                found.extend(self._kernels[view.id])
-            return found
-
-        return await (chosen() if node_ids is not None else self._once("kernels", chosen))
+        rows = await self._per_node("kernels", self._kernels, self._picture.kernels, node_ids)
+        return [k for kernels in rows for k in kernels]
 
     async def sessions_on_nodes(self) -> int:
         holding = await self._holding()

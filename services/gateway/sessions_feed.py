@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 
 import strawberry
@@ -71,13 +71,6 @@ class SessionChanges:
     changes: list[SessionChange]
 
 
-@dataclass(slots=True)
-class _Waiting:
-    change: SessionChange
-    place: int | None
-    """The queue position last sent."""
-
-
 class _Readers:
     """Which sessions the subscriber may read, remembered: a session's owner comes from its
     first event when the feed sees it, else from the views (or the log, if they lag)."""
@@ -105,21 +98,28 @@ class _Readers:
             return False
 
 
-def _change(event: StoredEvent, board: QueueBoard) -> tuple[SessionChange, int | None]:
-    status = STATUS_OF[event.name]
-    session_id = event.envelope.aggregate_id
+def _change(
+    session_id: str,
+    status: SessionStatus,
+    reason: str,
+    at: datetime,
+    seq: int,
+    board: QueueBoard,
+    *,
+    added: bool = False,
+) -> SessionChange:
+    """A change, with the session's queue place now while it is PENDING."""
     queue = board.position(session_id) if status is PENDING else None
-    change = SessionChange(
+    return SessionChange(
         id=strawberry.ID(session_id),
-        added=event.name == REQUESTED,
+        added=added,
         status=status.value,
-        reason=str(event.envelope.payload.get("reason", "")),
-        at=event.envelope.occurred_at,
-        seq=event.seq,
+        reason=reason,
+        at=at,
+        seq=seq,
         queue_position=None if queue is None else queue[0],
         queue_length=None if queue is None else queue[1],
     )
-    return change, None if queue is None else queue[0]
 
 
 class _Feed:
@@ -130,31 +130,22 @@ class _Feed:
         self.board = ctx.services.queues
         self.readers = _Readers(ctx, may_read)
         self.reads_all = reads_all
-        self.waiting: dict[str, _Waiting] = {}
+        self.waiting: dict[str, SessionChange] = {}
+        """The followed waiting sessions: the last change sent of each (its queue place)."""
 
     async def named(self, pending: Iterable[str]) -> list[SessionChange]:
         """Follow the waiting sessions a page names (those it may read, still PENDING), and
         their queue places now."""
         out = []
-        for session_id in pending:
-            view = await self.ctx.views.session(session_id)
-            if view is None or view.record.status != PENDING.value:
+        for view in await self.ctx.views.sessions_by_id(list(pending)):
+            record = view.record
+            if record.status != PENDING.value or not self.readers.note(record.id, owner_of(record)):
                 continue
-            if not self.readers.note(session_id, owner_of(view.record)):
-                continue
-            last = view.history[-1] if view.history else None
-            queue = self.board.position(session_id)
-            change = SessionChange(
-                id=strawberry.ID(session_id),
-                added=False,
-                status=PENDING.value,
-                reason=view.record.status_reason,
-                at=last.at if last is not None else view.record.created_at,
-                seq=last.seq if last is not None else view.record.created_seq,
-                queue_position=None if queue is None else queue[0],
-                queue_length=None if queue is None else queue[1],
-            )
-            self._follow(session_id, change, None if queue is None else queue[0])
+            at, seq = record.created_at, record.created_seq
+            if view.history:  # its last change
+                at, seq = view.history[-1].at, view.history[-1].seq
+            change = _change(record.id, PENDING, record.status_reason, at, seq, self.board)
+            self._follow(record.id, change)
             out.append(change)
         return out
 
@@ -168,9 +159,15 @@ class _Feed:
                 allowed = self.reads_all or await self.readers.may(session_id)
             if not allowed:
                 continue
-            change, place = _change(event, self.board)
-            if change.status == PENDING.value:
-                self._follow(session_id, change, place)
+            status = STATUS_OF[event.name]
+            envelope = event.envelope
+            reason = str(envelope.payload.get("reason", ""))
+            change = _change(
+                session_id, status, reason, envelope.occurred_at, event.seq, self.board,
+                added=event.name == REQUESTED,
+            )  # fmt: skip
+            if status is PENDING:
+                self._follow(session_id, change)
             else:
                 self.waiting.pop(session_id, None)
             out.append(change)
@@ -180,27 +177,18 @@ class _Feed:
         """The followed waiting sessions whose known place changed since last sent (off the
         board, the next status change says what happened)."""
         out = []
-        for session_id, entry in self.waiting.items():
+        for session_id, last in self.waiting.items():
             queue = self.board.position(session_id)
-            if queue is None or queue[0] == entry.place:
+            if queue is None or queue[0] == last.queue_position:
                 continue
-            entry.place = queue[0]
-            entry.change = SessionChange(
-                id=entry.change.id,
-                added=False,
-                status=entry.change.status,
-                reason=entry.change.reason,
-                at=entry.change.at,
-                seq=entry.change.seq,
-                queue_position=queue[0],
-                queue_length=queue[1],
-            )
-            out.append(entry.change)
+            moved = replace(last, queue_position=queue[0], queue_length=queue[1])
+            self.waiting[session_id] = moved
+            out.append(moved)
         return out
 
-    def _follow(self, session_id: str, change: SessionChange, place: int | None) -> None:
+    def _follow(self, session_id: str, change: SessionChange) -> None:
         if session_id in self.waiting or len(self.waiting) < MAX_FOLLOWED:
-            self.waiting[session_id] = _Waiting(change, place)
+            self.waiting[session_id] = change
 
 
 async def sessions_changed(

@@ -57,6 +57,9 @@ class SqlViews:
             self._engine, status=status, domain=domain, user_id=user_id
         )
 
+    async def sessions_by_id(self, session_ids: list[str]) -> list[SessionView]:
+        return await queries.get_sessions(self._engine, session_ids)
+
     async def session(self, session_id: str) -> SessionView | None:
         return await queries.get_session(self._engine, session_id)
 

@@ -12,7 +12,6 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.types import Info
 
-from projections.queries import InvalidCursorError
 from projections.vfolder_queries import MAX_PAGE
 from schemas.tenancy import project_id_for
 from schemas.vfolder import FolderStatus, OwnerKind
@@ -73,18 +72,16 @@ class VFolderQuery:
             if kind is OwnerKind.USER:
                 raise invalid("project lists project folders: ownerKind cannot be user")
             kind = OwnerKind.PROJECT
-        try:
-            page = await ctx.views.folders.page(
-                scope=scope_of(me),
-                first=first,
-                after=after,
-                owner_kind=kind,
-                owner_id=None if project is None else project_ref(ctx, me.domain, project),
-                status=choice(FolderStatus, "status", status),
-                name=name,
-            )
-        except InvalidCursorError as exc:
-            raise invalid(str(exc)) from exc
+        # A cursor it did not hand out is invalid input (the error mapping, errors.py).
+        page = await ctx.views.folders.page(
+            scope=scope_of(me),
+            first=first,
+            after=after,
+            owner_kind=kind,
+            owner_id=None if project is None else project_ref(ctx, me.domain, project),
+            status=choice(FolderStatus, "status", status),
+            name=name,
+        )
         return VFolderConnection(
             edges=[VFolderEdge.of(record) for record in page.rows],
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
