@@ -102,6 +102,18 @@ class Tail:
         """The next batch in stream order, decoded and upcast; [] if none within ``timeout``."""
         return [decode(m) for m in await self.fetch_raw(timeout)]
 
+    async def fetch_readable(self, timeout: float = 1.0) -> list[StoredEvent]:
+        """``fetch`` for live feeds: an event that cannot be decoded (malformed, misfiled) is
+        logged and left out instead of ending the feed; the consumers that fold it quarantine
+        it (``events/quarantine.py``), a feed has nothing to hold."""
+        out = []
+        for message in await self.fetch_raw(timeout):
+            try:
+                out.append(decode(message))
+            except ValueError as exc:  # pydantic's ValidationError and MisfiledEventError too
+                log.warning("live feed skips seq %d on %s: %s", message.seq, message.subject, exc)
+        return out
+
     async def num_pending(self) -> int:
         """How many matching messages lie beyond the position right now."""
         if self._sub is None:

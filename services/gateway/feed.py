@@ -40,7 +40,7 @@ async def session_status_changes(
     tail = Tail(bus, subjects=[event_subject("session", session_id)], batch=64)
     try:
         while True:
-            for event in await tail.fetch(timeout=poll_s):
+            for event in await tail.fetch_readable(timeout=poll_s):
                 status = STATUS_OF.get(event.name)
                 if status is None:
                     continue

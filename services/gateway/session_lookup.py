@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphql import GraphQLError
+from pydantic import ValidationError
 from strawberry.types import Info
 
 from commands.authorisation import can_read_session
@@ -41,9 +42,12 @@ async def visible_session(info: Info[Context, Any], session_id: str) -> SessionV
 
 def owner_named(requested: StoredEvent) -> SessionOwner | None:
     """The owner a session's first event (``SessionRequested``) names; None from before
-    tenancy."""
+    tenancy (or when it names none that can be read)."""
     owner = requested.envelope.payload.get("owner")
-    return None if owner is None else SessionOwner.model_validate(owner)
+    try:
+        return None if owner is None else SessionOwner.model_validate(owner)
+    except ValidationError:  # a malformed first event: readable by superadmins only
+        return None
 
 
 async def owner_on_log(ctx: Context, session_id: str) -> SessionOwner | None:

@@ -225,7 +225,7 @@ async def sessions_changed(
     board = feed.board
     # A fetch is never cancelled mid-way (the tail would see a gap and reopen its consumer);
     # board waits are cheap to cancel.
-    fetching = asyncio.create_task(tail.fetch(timeout=poll_s))
+    fetching = asyncio.create_task(tail.fetch_readable(timeout=poll_s))
     moved: asyncio.Task[int] | None = None
     try:
         since = board.generation
@@ -240,7 +240,7 @@ async def sessions_changed(
             changes: list[SessionChange] = []
             if fetching.done():
                 events = fetching.result()
-                fetching = asyncio.create_task(tail.fetch(timeout=poll_s))
+                fetching = asyncio.create_task(tail.fetch_readable(timeout=poll_s))
                 changes.extend(await feed.of_events(events))
             if moved is not None and moved.done():
                 moved = None

@@ -49,9 +49,8 @@ async def sessions_added(
     )
     try:
         while True:
-            found = [
-                event for event in await tail.fetch(timeout=poll_s) if may_read(owner_named(event))
-            ]
+            batch = await tail.fetch_readable(timeout=poll_s)
+            found = [event for event in batch if may_read(owner_named(event))]
             if not found:
                 continue
             await views.wait_for(found[-1].seq, SETTLE_S)

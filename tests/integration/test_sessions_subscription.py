@@ -28,6 +28,7 @@ from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
 from tests.integration.gateway_support import Gateway, gql_ok, person, running_gateway
+from tests.integration.poison import HOSTILE, write_hostile
 from tests.support import envelope
 
 ADDED = "subscription { sessionsAdded { id seq } }"
@@ -245,6 +246,27 @@ async def test_a_list_followed_after_its_position_misses_nothing(
     finally:
         listening.cancel()
         await asyncio.gather(listening, return_exceptions=True)
+
+
+async def test_hostile_events_on_the_log_are_skipped_not_the_end_of_the_feed(
+    bus: Bus, gateway: Gateway
+) -> None:
+    mine, my_auth, _ = await person(gateway, "ivy", "default", "default")
+    listed = await gql_ok(gateway, "{ sessions(first: 1) { seq } }", auth=my_auth)
+    for kind in sorted(HOSTILE):  # malformed, misfiled, unreadable owners... between
+        await write_hostile(bus, kind)
+    after, _ = await _requested(bus, mine)
+    for auth in (my_auth, gateway.root):  # an owner looked up, and a superadmin's (no lookup)
+        seen: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        stream = _changes(gateway, auth, seen, after=listed["sessions"]["seq"])
+        listening = asyncio.create_task(stream)
+        try:
+            told = await _until(seen, lambda c: c["id"] == after)
+            assert told["added"] is True
+            assert not listening.done()  # still following
+        finally:
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
 
 
 async def test_bad_pending_ids_or_positions_are_refused(gateway: Gateway) -> None:
