@@ -44,15 +44,18 @@ class QuarantinedEvent:
 @strawberry.type
 class QuarantineQuery:
     @strawberry.field(
-        description="Events consumers could not fold, oldest first (superadmins; at most 500)."
+        description="Events consumers could not fold, oldest first (superadmins; at most 500): "
+        "those after log position `after` (0: from the first), so a long quarantine is read "
+        "a page at a time."
     )
     async def quarantine(
-        self, info: Info[Context, Any], first: int = 100
+        self, info: Info[Context, Any], first: int = 100, after: int = 0
     ) -> list[QuarantinedEvent]:
         _superadmin(info)
         quarantine = ctx_of(info).services.quarantine
         entries = [] if quarantine is None else await quarantine.entries()
-        return [QuarantinedEvent.of(p) for p in entries[: max(0, min(first, MAX_LISTED))]]
+        later = [p for p in entries if p.seq > after]
+        return [QuarantinedEvent.of(p) for p in later[: max(0, min(first, MAX_LISTED))]]
 
 
 @strawberry.type
