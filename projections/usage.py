@@ -38,7 +38,8 @@ from projections.usage_tables import (
 )
 
 NAME = "usage"
-VERSION = 1
+VERSION = 2
+"""2: indexes on ``last_seq`` and ``ended_at`` (the gateway's reads of what changed)."""
 KERNEL_EVENTS = (ResourcesAllocated, KernelStarted, ResourcesReleased)
 EVENTS = frozenset(cls.event_name for cls in (SessionRequested, *KERNEL_EVENTS))
 _KERNEL_NAMES = frozenset(cls.event_name for cls in KERNEL_EVENTS)

@@ -60,6 +60,17 @@ async def usage(
     return ledger.lines()
 
 
+async def changed_kernels(engine: AsyncEngine, since: int) -> list[KernelInterval]:
+    """Every interval allocated, started or ended by an event after log position ``since``,
+    oldest change first. A batch of the view is committed whole and every change stamps its
+    row with its event's position, so a reader that remembers the highest ``last_seq`` it saw
+    misses no change by asking for what came after it."""
+    k = tables().kernels
+    query = select(k).where(k.c.last_seq > since).order_by(k.c.last_seq)
+    async with engine.connect() as conn:
+        return [kernel_from_row(row) for row in await conn.execute(query)]
+
+
 async def holding(engine: AsyncEngine) -> list[KernelInterval]:
     """Every kernel holding its slots now (its interval not ended), by node and kernel id."""
     k = tables().kernels

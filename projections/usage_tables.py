@@ -62,6 +62,10 @@ def tables(suffix: str = "") -> UsageTables:
     Index(f"ix_{kernels.name}_started", kernels.c.started_at)
     Index(f"ix_{kernels.name}_domain", kernels.c.domain, kernels.c.started_at)
     Index(f"ix_{kernels.name}_user", kernels.c.user_id, kernels.c.started_at)
+    # The gateway keeps the open intervals (who holds which GPU now) by reading only the rows
+    # changed since its last read; the first read takes the open ones.
+    Index(f"ix_{kernels.name}_changed", kernels.c.last_seq)
+    Index(f"ix_{kernels.name}_open", kernels.c.ended_at)
     return UsageTables(md, sessions, kernels)
 
 

@@ -27,6 +27,7 @@ class Kind(Enum):
     FRAGMENTED = "fragmented"  # the group has the room in total, no node has it in one piece
     SHORT = "short"  # the group has less free than the request needs
     FITS = "fits"  # there is room now: it waits for its turn or another reason
+    OVERSIZED = "oversized"  # no node of the group has that many GPUs at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,9 @@ class Note:
     text: str
     free_gpu_hundredths: int
     need_gpu_hundredths: int
+    situation: str = ""
+    """What every request of its shape in its group meets: ``text`` without the request's own
+    words, so a page can say it once for all of them."""
 
 
 @dataclass
@@ -192,6 +196,8 @@ class _Group:
         self.cpu = sum(r.cpu_milli for r in self.offered)
         self.memory = sum(r.memory_bytes for r in self.offered)
         self.aside = _aside(rooms)
+        self.most_gpus = max((len(r.devices) for r in rooms), default=0)
+        """The most GPUs any node of the group has, offered or not."""
         self.fits: dict[tuple[int, int, int, int, bool], str | None] = {}
         """Where each shape of request fits (``_fits``): many wait with the same shape."""
 
@@ -216,36 +222,74 @@ class _Group:
 def _note(group: _Group, ask: Ask) -> Note:
     free = group.free
     need = ask.gpu_hundredths * ask.kernels
+    queued = f" ({ask.place})" if ask.place else ""
 
-    def note(kind: Kind, text: str) -> Note:
-        return Note(ask.session_id, ask.group, kind, text, free, need)
+    def note(kind: Kind, situation: str, text: str) -> Note:
+        return Note(ask.session_id, ask.group, kind, text, free, need, situation)
 
     where = _fits(group, ask)
     if where is not None:
         return note(
             Kind.FITS,
+            f"There is room now on {where}: requests of this shape wait for their turn or "
+            "another reason, not for room.",
             f"There is room for {ask.label} now on {where}: it waits for its turn or for "
             "another reason, not for room.",
         )
     aside = group.aside
+    wanted = _whole_per_node(ask)
+    if wanted > group.most_gpus:
+        largest = f"the largest has {_count(group.most_gpus, 'GPU')}"
+        situation = (
+            f"No node of group {ask.group} has {wanted} GPUs ({largest}): such a request "
+            "cannot fit until a node that large joins the group."
+        )
+        return note(
+            Kind.OVERSIZED,
+            situation,
+            f"{_upper(ask.label)}{queued} asks {wanted} whole GPUs on one node, but no node "
+            f"of group {ask.group} has {wanted} GPUs ({largest}): it cannot fit until a node "
+            "that large joins the group.",
+        )
     if need > free:
+        room = (
+            f"{_gpu_amount(free)} {'are' if free > FULL else 'is'} free on the available nodes "
+            f"of group {ask.group}{aside}."
+        )
         return note(
             Kind.SHORT,
-            f"{_upper(ask.label)} asks {_gpu_amount(need)} in all; {_gpu_amount(free)} "
-            f"{'are' if free > FULL else 'is'} free on the available nodes of group "
-            f"{ask.group}{aside}.",
+            f"{_gpu_amount(need)} asked in all; {room}",
+            f"{_upper(ask.label)} asks {_gpu_amount(need)} in all; {room}",
         )
     cpu, memory = group.cpu, group.memory
     if ask.cpu_milli * ask.kernels > cpu or ask.memory_bytes * ask.kernels > memory:
+        asked = (
+            f"{_cores(ask.cpu_milli * ask.kernels)} and {_bytes(ask.memory_bytes * ask.kernels)}"
+        )
+        room = (
+            f"the available nodes of group {ask.group} have {_cores(cpu)} and "
+            f"{_bytes(memory)} free{aside}."
+        )
         return note(
-            Kind.SHORT,
-            f"{_upper(ask.label)} asks {_cores(ask.cpu_milli * ask.kernels)} and "
-            f"{_bytes(ask.memory_bytes * ask.kernels)}; the available nodes of group "
-            f"{ask.group} have {_cores(cpu)} and {_bytes(memory)} free{aside}.",
+            Kind.SHORT, f"{asked} asked; {room}", f"{_upper(ask.label)} asks {asked}; {room}"
         )
     if ask.gpu_hundredths == 0:
-        return note(Kind.FRAGMENTED, _cpu_words(group, ask))
-    return note(Kind.FRAGMENTED, _gpu_words(group, ask))
+        situation, asked = _cpu_words(group, ask), "request"
+    else:
+        situation, asked = _gpu_words(group, ask)
+    return note(
+        Kind.FRAGMENTED,
+        situation,
+        f"{situation} The waiting {asked} of {ask.label}{queued} cannot fit.",
+    )
+
+
+def _whole_per_node(ask: Ask) -> int:
+    """Whole GPUs the request needs on one node (0 for shares and CPU-only requests)."""
+    if ask.gpu_hundredths == 0 or ask.gpu_hundredths % FULL:
+        return 0
+    per_kernel = ask.gpu_hundredths // FULL
+    return per_kernel * ask.kernels if ask.single_node else per_kernel
 
 
 def _fits(group: _Group, ask: Ask) -> str | None:
@@ -276,7 +320,8 @@ def _place(group: _Group, ask: Ask) -> str | None:
     return ", ".join(dict.fromkeys(names))
 
 
-def _gpu_words(group: _Group, ask: Ask) -> str:
+def _gpu_words(group: _Group, ask: Ask) -> tuple[str, str]:
+    """(the group's room for a request of this shape, the request's shape in words)."""
     h, k = ask.gpu_hundredths, ask.kernels
     per_node = h * k if ask.single_node else h
     if h % FULL == 0:
@@ -290,20 +335,18 @@ def _gpu_words(group: _Group, ask: Ask) -> str:
         shape += f" for each of its {k} kernels once the others are placed"
     asked = f"{k}-kernel ({_gpu_amount(h)} each)" if k > 1 else f"{_gpus(h)}-GPU"
     free = group.free
-    return (
+    situation = (
         f"{_gpu_amount(free)} {'are' if free > FULL else 'is'} free in group {ask.group}, "
-        f"but no node has {shape}: "
-        f"{group.gpu_nodes}{group.aside}. The waiting {asked} request of {ask.label}"
-        f"{f' ({ask.place})' if ask.place else ''} cannot fit."
+        f"but no node has {shape}: {group.gpu_nodes}{group.aside}."
     )
+    return situation, f"{asked} request"
 
 
 def _cpu_words(group: _Group, ask: Ask) -> str:
     return (
         f"{_cores(group.cpu)} and {_bytes(group.memory)} are free in group {ask.group}, but no "
         f"node has {_cores(ask.cpu_milli)} and {_bytes(ask.memory_bytes)} free at once: "
-        f"{group.cpu_nodes}{group.aside}. The waiting request of {ask.label}"
-        f"{f' ({ask.place})' if ask.place else ''} cannot fit."
+        f"{group.cpu_nodes}{group.aside}."
     )
 
 

@@ -7,6 +7,7 @@ the directory and the people vault; no subjects."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -58,7 +59,7 @@ Held = dict[int, list[tuple[KernelInterval, int]]]
 """A node's GPUs by index: the kernels holding each and how many hundredths."""
 
 
-def held_on(kernels: list[KernelInterval]) -> Held:
+def held_on(kernels: Sequence[KernelInterval]) -> Held:
     on: Held = defaultdict(list)
     for k in kernels:
         for d in k.devices:
@@ -102,7 +103,7 @@ class Picture:
             "user": await self.people.name(k.user_id) if seen else None,
         }
 
-    async def kernels(self, view: NodeView, kernels: list[KernelInterval]) -> list[NodeKernel]:
+    async def kernels(self, view: NodeView, kernels: Sequence[KernelInterval]) -> list[NodeKernel]:
         rows = []
         for k in kernels:
             s = k.slots
@@ -118,7 +119,7 @@ class Picture:
         return rows
 
     async def gpus(
-        self, view: NodeView, kernels: list[KernelInterval]
+        self, view: NodeView, kernels: Sequence[KernelInterval]
     ) -> tuple[list[GpuDevice], list[DeviceHold]]:
         """The node's GPUs and their holds."""
         on = held_on(kernels)
@@ -150,7 +151,7 @@ class Picture:
                 )
         return devices, holds
 
-    async def room(self, view: NodeView, kernels: list[KernelInterval]) -> Room:
+    async def room(self, view: NodeView, kernels: Sequence[KernelInterval]) -> Room:
         """What is free on the node, its holders in words."""
         on = held_on(kernels)
         rooms = []

@@ -22,6 +22,7 @@ import time
 import weakref
 from collections import OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar, cast
 
@@ -30,9 +31,9 @@ from strawberry.types import Info
 
 from commands.authorisation import Principal
 from projections.queries import NodeView, SessionView
-from projections.usage_tables import KernelInterval
 from schemas.tenancy import Role
 from services.gateway.cluster_fragmentation import FULL, Ask, Room, explain
+from services.gateway.cluster_holding import Holding, NodeKernels, OpenKernels
 from services.gateway.cluster_picture import People, Picture, resources
 from services.gateway.cluster_types import (
     ClusterNow,
@@ -45,6 +46,7 @@ from services.gateway.cluster_types import (
 )
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.types import Node
+from services.gateway.usage_views import UsageViews
 from services.gateway.views import Views
 
 PAGE = 500
@@ -153,21 +155,87 @@ async def _asks(order: Order, people: People) -> list[Ask]:
     return asks
 
 
+@dataclass(slots=True)
+class NodeRows:
+    """What one caller was shown of one node, kept while the node stays as it was: its
+    view (the ledger row and what its agent reported) and its kernels' version."""
+
+    view: NodeView
+    version: int
+    gpus: tuple[list[GpuDevice], list[DeviceHold]] | None = None
+    compact: list[dict[str, Any]] | None = None
+    kernels: list[NodeKernel] | None = None
+    room: Room | None = None
+
+
+class RowCache:
+    """One caller's rows of each node across pictures: a new picture rebuilds only the nodes
+    whose view or kernels changed since. Owners' names are read when a row is built, so the
+    cache holds for one state of the directory (``directory``: its log position)."""
+
+    def __init__(self, directory: int) -> None:
+        self.directory = directory
+        self._rows: dict[str, NodeRows] = {}
+
+    def of(self, view: NodeView, version: int) -> NodeRows:
+        rows = self._rows.get(view.id)
+        if rows is None or rows.version != version or rows.view != view:
+            rows = self._rows[view.id] = NodeRows(view, version)
+        return rows
+
+    def keep_only(self, node_ids: set[str]) -> None:
+        for gone in self._rows.keys() - node_ids:
+            del self._rows[gone]
+
+
+def compact(devices: list[GpuDevice], holds: list[DeviceHold]) -> list[dict[str, Any]]:
+    """A node's GPUs with their holds, as ``gpuMap`` sends them (the typed lists' fields)."""
+    held: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for h in holds:
+        held[h.index].append(
+            {
+                "sessionId": h.session_id,
+                "sessionName": h.session_name,
+                "kernelId": h.kernel_id,
+                "user": h.user,
+                "hundredths": h.hundredths,
+                "whole": h.whole,
+            }
+        )
+    return [
+        {
+            "index": d.index,
+            "uuid": d.uuid,
+            "name": d.name,
+            "memoryBytes": d.memory_bytes,
+            "numaNode": d.numa_node,
+            "mig": d.mig,
+            "usedHundredths": d.used_hundredths,
+            "holds": held.get(d.index, []),
+        }
+        for d in devices
+    ]
+
+
 class Snapshot:
     """One caller's picture of the cluster at one log position (``ClusterParts``): each part
     worked out on first need and kept, so the fields of one answer (and of the next asks at
     the same position) share it. Nodes need no kernel, the GPU map no queue; the notes need
-    the nodes' room and the queue."""
+    the nodes' room and the queue. A node's rows come from the caller's ``RowCache`` while
+    the node has not changed."""
 
-    def __init__(self, ctx: Context, me: Principal) -> None:
+    def __init__(
+        self, ctx: Context, me: Principal, rows: RowCache, open_kernels: OpenKernels
+    ) -> None:
         self._ctx, self._me = ctx, me
         self._people = People(ctx, me)
         self._picture = Picture(me, self._people)
+        self._rows, self._open = rows, open_kernels
         self._parts: dict[str, asyncio.Future[Any]] = {}
-        self._gpus: dict[str, tuple[list[GpuDevice], list[DeviceHold]]] = {}
-        self._kernels: dict[str, list[NodeKernel]] = {}
         self.made: list[str] = []
         """The parts worked out, in order (each once): what an answer cost."""
+        self.built = 0
+        """Node rows built (not found in the row cache)."""
 
     async def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> T:
         part = self._parts.get(name)
@@ -178,16 +246,15 @@ class Snapshot:
         return cast(T, await asyncio.shield(part))
 
     async def _views(self) -> list[NodeView]:
-        return await self._once("node views", self._ctx.views.nodes)
+        async def views() -> list[NodeView]:
+            found = await self._ctx.views.nodes()
+            self._rows.keep_only({v.id for v in found})
+            return found
 
-    async def _holding(self) -> dict[str, list[KernelInterval]]:
-        async def holding() -> dict[str, list[KernelInterval]]:
-            by_node: dict[str, list[KernelInterval]] = defaultdict(list)
-            for kernel in await self._ctx.views.usage.holding():
-                by_node[kernel.node_id].append(kernel)
-            return by_node
+        return await self._once("node views", views)
 
-        return await self._once("holding", holding)
+    async def _holding(self) -> Holding:
+        return await self._once("holding", self._open.now)
 
     async def _chosen(self, node_ids: list[str] | None) -> list[NodeView]:
         views = await self._views()
@@ -196,38 +263,31 @@ class Snapshot:
         wanted = set(node_ids)
         return [v for v in views if v.id in wanted]
 
-    async def nodes(self) -> list[Node]:
+    async def nodes(self, node_ids: list[str] | None = None) -> list[Node]:
         async def nodes() -> list[Node]:
             return [Node.of(view) for view in await self._views()]
 
+        if node_ids is not None:
+            return [Node.of(view) for view in await self._chosen(node_ids)]
         return await self._once("nodes", nodes)
 
-    async def _per_node(
-        self,
-        name: str,
-        kept: dict[str, T],
-        build: Callable[[NodeView, list[KernelInterval]], Awaitable[T]],
-        node_ids: list[str] | None,
-    ) -> list[T]:
-        """``build``'s rows of each chosen node, built once per node and kept in ``kept``
-        (every node's at once when none is chosen: one answer's lists then wait on one pass,
-        the part ``name``)."""
-
-        async def chosen() -> list[T]:
-            holding = await self._holding()
-            found = []
-            for view in await self._chosen(node_ids):
-                if view.id not in kept:
-                    kept[view.id] = await build(view, holding.get(view.id, []))
-                found.append(kept[view.id])
-            return found
-
-        return await (chosen() if node_ids is not None else self._once(name, chosen))
+    async def _node_rows(self, node_ids: list[str] | None) -> list[tuple[NodeRows, NodeKernels]]:
+        holding = await self._holding()
+        return [
+            (self._rows.of(view, holding.version(view.id)), holding.on(view.id))
+            for view in await self._chosen(node_ids)
+        ]
 
     async def _node_gpus(
         self, node_ids: list[str] | None
     ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
-        return await self._per_node("gpus", self._gpus, self._picture.gpus, node_ids)
+        found = []
+        for rows, kernels in await self._node_rows(node_ids):
+            if rows.gpus is None:
+                self.built += 1
+                rows.gpus = await self._picture.gpus(rows.view, kernels)
+            found.append(rows.gpus)
+        return found
 
     async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]:
         return [d for devices, _ in await self._node_gpus(node_ids) for d in devices]
@@ -235,21 +295,38 @@ class Snapshot:
     async def holds(self, node_ids: list[str] | None) -> list[DeviceHold]:
         return [h for _, holds in await self._node_gpus(node_ids) for h in holds]
 
+    async def gpu_map(self, node_ids: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+        found = {}
+        for rows, kernels in await self._node_rows(node_ids):
+            if rows.compact is None:
+                if rows.gpus is None:
+                    self.built += 1
+                    rows.gpus = await self._picture.gpus(rows.view, kernels)
+                rows.compact = compact(*rows.gpus)
+            found[rows.view.id] = rows.compact
+        return found
+
     async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]:
-        rows = await self._per_node("kernels", self._kernels, self._picture.kernels, node_ids)
-        return [k for kernels in rows for k in kernels]
+        found = []
+        for rows, kernels in await self._node_rows(node_ids):
+            if rows.kernels is None:
+                self.built += 1
+                rows.kernels = await self._picture.kernels(rows.view, kernels)
+            found.extend(rows.kernels)
+        return found
 
     async def sessions_on_nodes(self) -> int:
-        holding = await self._holding()
-        return len({k.session_id for kernels in holding.values() for k in kernels})
+        return (await self._holding()).sessions()
 
     async def _rooms(self) -> list[Room]:
         async def rooms() -> list[Room]:
-            holding = await self._holding()
-            return [
-                await self._picture.room(view, holding.get(view.id, []))
-                for view in await self._views()
-            ]
+            found = []
+            for rows, kernels in await self._node_rows(None):
+                if rows.room is None:
+                    self.built += 1
+                    rows.room = await self._picture.room(rows.view, kernels)
+                found.append(rows.room)
+            return found
 
         return await self._once("rooms", rooms)
 
@@ -279,6 +356,7 @@ class Snapshot:
                     resource_group=n.group,
                     kind=n.kind.value,
                     text=n.text,
+                    situation=n.situation,
                     free_gpu=str(Decimal(n.free_gpu_hundredths) / FULL),
                     need_gpu=str(Decimal(n.need_gpu_hundredths) / FULL),
                 )
@@ -288,27 +366,45 @@ class Snapshot:
         return await self._once("notes", notes)
 
 
-Key = tuple[int, int, str, str, str]
-"""(log position, queue board generation, caller's user id, role, domain)."""
+Caller = tuple[str, str, str]
+"""(user id, role, domain): what decides which rows one may see."""
+Key = tuple[int, int, Caller]
+"""(log position, queue board generation, caller)."""
 
 
 class Pictures:
-    """The last few callers' pictures, reused for ``KEPT_S``: two asks at one log position
-    and one queue board by the same person (two tabs; the cluster and the queue pages) share
-    one. Keyed by the caller, so no one gets a picture drawn for someone who sees more."""
+    """The pictures of one gateway. The last few callers' pictures are reused for ``KEPT_S``:
+    two asks at one log position and one queue board by the same person (two tabs; the
+    cluster and the queue pages) share one. Each caller's node rows outlive the pictures
+    (``RowCache``, while the directory stays as it was), and the open kernels are one copy for all
+    (``OpenKernels``): a picture at a new position rebuilds only the nodes that changed.
+    Everything is keyed by the caller, so no one gets rows drawn for someone who sees more."""
 
-    def __init__(self, kept: int = KEPT, kept_s: float = KEPT_S) -> None:
+    def __init__(self, usage: UsageViews, kept: int = KEPT, kept_s: float = KEPT_S) -> None:
         self._kept, self._kept_s = kept, kept_s
+        self.open_kernels = OpenKernels(usage)
         self.entries: OrderedDict[Key, tuple[float, Snapshot]] = OrderedDict()
+        self.rows: OrderedDict[Caller, RowCache] = OrderedDict()
+
+    def _rows_of(self, caller: Caller, directory: int) -> RowCache:
+        rows = self.rows.get(caller)
+        if rows is None or rows.directory != directory:
+            rows = self.rows[caller] = RowCache(directory)
+        self.rows.move_to_end(caller)
+        while len(self.rows) > self._kept:
+            self.rows.popitem(last=False)
+        return rows
 
     def of(self, seq: int, ctx: Context, me: Principal) -> Snapshot:
-        key = (seq, ctx.services.queues.generation, me.user_id, me.role.value, me.domain)
+        caller = (me.user_id, me.role.value, me.domain)
+        key = (seq, ctx.services.queues.generation, caller)
         now = time.monotonic()
         found = self.entries.get(key)
         if found is not None and now - found[0] < self._kept_s:
             self.entries.move_to_end(key)
             return found[1]
-        snapshot = Snapshot(ctx, me)
+        rows = self._rows_of(caller, ctx.directory.position)
+        snapshot = Snapshot(ctx, me, rows, self.open_kernels)
         self.entries[key] = (now, snapshot)
         self.entries.move_to_end(key)
         while len(self.entries) > self._kept:
@@ -322,7 +418,7 @@ _PICTURES: weakref.WeakKeyDictionary[Views, Pictures] = weakref.WeakKeyDictionar
 def pictures(views: Views) -> Pictures:
     """The pictures of one gateway (its views): never one gateway's for another's."""
     if views not in _PICTURES:
-        _PICTURES[views] = Pictures()
+        _PICTURES[views] = Pictures(views.usage)
     return _PICTURES[views]
 
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Annotated, Any
 
 import strawberry
 from strawberry.types import Info
@@ -23,13 +23,16 @@ from events.direct import RawMessage
 from events.queues import QueueBoard
 from schemas.subjects import AggregateType, events_of, parse_event_subject
 from schemas.tenancy import Role
-from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.live import check_still_valid, tail_from_end
 from services.gateway.views import Views
 
 WATCHED = (AggregateType.NODE, AggregateType.AGENT, AggregateType.SESSION)
-MIN_INTERVAL_S = 0.5
-"""At most two ticks a second: a busy log is folded into fewer, larger ticks."""
+EVERY_MS = 500
+"""By default at most two ticks a second: a busy log is folded into fewer, larger ticks."""
+EVERY_MS_RANGE = (100, 60_000)
+"""What a subscriber may ask instead: a page that redraws only the nodes a tick names can
+follow at ten a second."""
 SETTLE_S = 5.0
 """How long a tick waits for the views to hold what it reports (then it goes anyway)."""
 
@@ -56,8 +59,9 @@ def summarise(messages: list[RawMessage]) -> tuple[list[str], int]:
 
 
 async def cluster_changes(
-    bus: Bus, board: QueueBoard, views: Views, *, poll_s: float = 1.0
-) -> AsyncGenerator[ClusterChange, None]:
+    bus: Bus, board: QueueBoard, views: Views, *, every_s: float = EVERY_MS / 1000,
+    poll_s: float = 1.0,
+) -> AsyncGenerator[ClusterChange, None]:  # fmt: skip
     """Ticks from now on: the nodes and agents named and the session events counted in each
     batch the log gave, or a queue that moved; each once the views hold it."""
     tail = await tail_from_end(bus, [events_of(k) for k in WATCHED])
@@ -81,7 +85,7 @@ async def cluster_changes(
                 moved = asyncio.create_task(board.changed(moved.result()))
             if not (nodes or sessions or queues):
                 continue
-            pause = last_tick + MIN_INTERVAL_S - time.monotonic()
+            pause = last_tick + every_s - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)
             if seq:
@@ -103,16 +107,30 @@ async def cluster_changes(
 class ClusterSubscription:
     @strawberry.subscription(
         description="A tick each time a node, an agent, a session or a queue changed, once "
-        "the views hold it (at most two a second): ask `cluster` again. For administrators "
+        "the views hold it (changes that come closer together than `everyMs` are folded "
+        "into one tick): ask `cluster` again, for the nodes it names. For administrators "
         "and monitors."
     )
     async def cluster_changes(
-        self, info: Info[Context, Any]
+        self,
+        info: Info[Context, Any],
+        every_ms: Annotated[
+            int,
+            strawberry.argument(
+                description=f"at most one tick this often, {EVERY_MS_RANGE[0]} to "
+                f"{EVERY_MS_RANGE[1]} ms"
+            ),
+        ] = EVERY_MS,
     ) -> AsyncGenerator[ClusterChange, None]:
         me = who(info)
         if me.role is Role.USER:
             raise forbidden(info, "only administrators and monitors follow the cluster")
+        low, high = EVERY_MS_RANGE
+        if not low <= every_ms <= high:
+            raise invalid(f"everyMs must be between {low} and {high}, got {every_ms}")
         ctx = ctx_of(info)
-        async for change in cluster_changes(ctx.bus, ctx.services.queues, ctx.views):
+        async for change in cluster_changes(
+            ctx.bus, ctx.services.queues, ctx.views, every_s=every_ms / 1000
+        ):
             check_still_valid(ctx)
             yield change

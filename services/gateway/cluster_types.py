@@ -13,9 +13,10 @@ the rows it returns. Each list is worked out only when a query selects it (``Clu
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import strawberry
+from strawberry.scalars import JSON
 
 from services.gateway.types import Node, Resources
 
@@ -93,9 +94,14 @@ class FragmentationNote:
     kind: str = strawberry.field(
         description="fragmented (the group has the room in total, no node in one piece) | "
         "short (the group has less free than it asks) | fits (there is room now: it waits "
-        "for its turn or another reason)"
+        "for its turn or another reason) | oversized (no node of the group has as many GPUs "
+        "as it asks on one node)"
     )
     text: str
+    situation: str = strawberry.field(
+        description="what every waiting request of its shape in its group meets: the text "
+        "without this request's own words (a page says it once for all of them)"
+    )
     free_gpu: str = strawberry.field(description="GPUs free on the group's available nodes")
     need_gpu: str = strawberry.field(description="GPUs it asks, all kernels together")
 
@@ -110,11 +116,13 @@ class ClusterParts(Protocol):
     """One caller's picture at one log position (``cluster_queries.Snapshot``), each part
     worked out on first need."""
 
-    async def nodes(self) -> list[Node]: ...
+    async def nodes(self, node_ids: list[str] | None) -> list[Node]: ...
 
     async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]: ...
 
     async def holds(self, node_ids: list[str] | None) -> list[DeviceHold]: ...
+
+    async def gpu_map(self, node_ids: list[str] | None) -> dict[str, list[dict[str, Any]]]: ...
 
     async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]: ...
 
@@ -139,9 +147,9 @@ class ClusterNow:
     seq: int = strawberry.field(description="the log position the views had reached")
     parts: strawberry.Private[ClusterParts]
 
-    @strawberry.field
-    async def nodes(self) -> list[Node]:
-        return await self.parts.nodes()
+    @strawberry.field(description=f"by resource group, then host name. {NODE_IDS}")
+    async def nodes(self, node_ids: list[strawberry.ID] | None = None) -> list[Node]:
+        return await self.parts.nodes(_ids(node_ids))
 
     @strawberry.field(description=f"by node, then index. {NODE_IDS}")
     async def devices(self, node_ids: list[strawberry.ID] | None = None) -> list[GpuDevice]:
@@ -150,6 +158,16 @@ class ClusterNow:
     @strawberry.field(description=f"by node, GPU, then kernel. {NODE_IDS}")
     async def holds(self, node_ids: list[strawberry.ID] | None = None) -> list[DeviceHold]:
         return await self.parts.holds(_ids(node_ids))
+
+    @strawberry.field(
+        description="`devices` with their `holds`, in one value for drawing many nodes at "
+        "once: an object of node id to that node's GPUs by index, each GPU `{index, uuid, "
+        "name, memoryBytes, numaNode, mig, usedHundredths, holds: [{sessionId, sessionName, "
+        "kernelId, user, hundredths, whole}]}` (the typed lists' fields and meanings). "
+        f"{NODE_IDS}"
+    )
+    async def gpu_map(self, node_ids: list[strawberry.ID] | None = None) -> JSON:
+        return cast(JSON, await self.parts.gpu_map(_ids(node_ids)))
 
     @strawberry.field(description=f"the kernels holding slots, by node. {NODE_IDS}")
     async def kernels(self, node_ids: list[strawberry.ID] | None = None) -> list[NodeKernel]:

@@ -127,3 +127,8 @@ def forbidden(info: Info[Context, Any], message: str) -> GraphQLError:
     """A refusal for something the caller may know exists (admin operations)."""
     ctx_of(info).denied.append(message)
     return GraphQLError(message, extensions={"code": "forbidden"})
+
+
+def invalid(message: str) -> GraphQLError:
+    """A refusal of what the request asked: the message says what was wrong."""
+    return GraphQLError(message, extensions={"code": "invalid"})

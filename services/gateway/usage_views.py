@@ -31,6 +31,10 @@ class UsageViews(Protocol):
         """Every kernel holding its slots now (with the GPUs it holds), by node and kernel."""
         ...
 
+    async def changed(self, since: int) -> list[KernelInterval]:
+        """Every interval changed after log position ``since``, oldest change first."""
+        ...
+
 
 class SqlUsageViews:
     def __init__(self, engine: AsyncEngine) -> None:
@@ -51,3 +55,6 @@ class SqlUsageViews:
 
     async def holding(self) -> list[KernelInterval]:
         return await usage_queries.holding(self._engine)
+
+    async def changed(self, since: int) -> list[KernelInterval]:
+        return await usage_queries.changed_kernels(self._engine, since)

@@ -22,10 +22,10 @@ from schemas.folder_paths import UnsafePath, parse_path
 from schemas.folder_tokens import Claims, Operation, issue
 from schemas.tenancy import PolicyKind, policy_id_for
 from schemas.vfolder import FolderStatus, OwnerKind, Permission
-from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.vfolder_lookup import permission, visible_folder
 from services.gateway.vfolder_mutations import whole_bytes
-from services.gateway.vfolder_queries import choice, invalid
+from services.gateway.vfolder_queries import choice
 from services.gateway.vfolder_types import VFolderAccess
 
 NEEDS = {

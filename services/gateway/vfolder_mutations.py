@@ -32,11 +32,11 @@ from commands.vfolders import (
 )
 from schemas.tenancy import Role, email_digest, user_id_for
 from schemas.vfolder import OwnerKind, Permission, UsageMode
-from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.outcomes import read_your_writes
 from services.gateway.types import OutcomeStatus
 from services.gateway.vfolder_lookup import visible, visible_folder
-from services.gateway.vfolder_queries import choice, invalid, project_ref
+from services.gateway.vfolder_queries import choice, project_ref
 from services.gateway.vfolder_types import VFolder, VFolderOutcome
 
 C = TypeVar("C", bound=Command)

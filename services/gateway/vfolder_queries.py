@@ -9,22 +9,17 @@ from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import strawberry
-from graphql import GraphQLError
 from strawberry.types import Info
 
 from projections.vfolder_queries import MAX_PAGE
 from schemas.tenancy import project_id_for
 from schemas.vfolder import FolderStatus, OwnerKind
-from services.gateway.context import Context, ctx_of, who
+from services.gateway.context import Context, ctx_of, invalid, who
 from services.gateway.types import PageInfo
 from services.gateway.vfolder_lookup import resolve, scope_of
 from services.gateway.vfolder_types import VFolder, VFolderConnection, VFolderEdge
 
 E = TypeVar("E", bound=StrEnum)
-
-
-def invalid(message: str) -> GraphQLError:
-    return GraphQLError(message, extensions={"code": "invalid"})
 
 
 def choice(kind: type[E], what: str, value: str | None) -> E | None:

@@ -29,6 +29,8 @@ from events.queues import QueueBoard
 from events.store import EventStore
 from events.writes import AggregateRef, Write
 from jetyard.sdk import JetyardAuth
+from jetyard.sdk_base import JetyardError
+from jetyard.sdk_ws import subscribe
 from schemas.devices import DeviceInfo, DeviceShare
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots
@@ -223,7 +225,8 @@ def snapshots(world: World) -> list[Snapshot]:
     [
         ("{ cluster { seq } }", set()),  # no view read beyond the position
         ("{ cluster { nodes { id } } }", {"node views", "nodes"}),  # no kernel, queue, note
-        ("{ cluster { devices { index } holds { index } } }", {"node views", "holding", "gpus"}),
+        ("{ cluster { devices { index } holds { index } } }", {"node views", "holding"}),
+        ("{ cluster { gpuMap } }", {"node views", "holding"}),
         ("{ cluster { waiting { sessionId } } }", {"queues"}),  # no node
         (
             "{ cluster { notes { sessionId } } }",
@@ -234,7 +237,7 @@ def snapshots(world: World) -> list[Snapshot]:
 async def test_only_the_lists_asked_are_worked_out(
     world: World, query: str, made: set[str]
 ) -> None:
-    pictures(world.gw.services.views).entries.clear()
+    forget(world)
     body = await world.gw.gql(query, auth=world.gw.root)
     assert "errors" not in body, body
     (asked,) = snapshots(world)
@@ -242,16 +245,62 @@ async def test_only_the_lists_asked_are_worked_out(
     assert len(asked.made) == len(made)  # each part once
 
 
+def forget(world: World) -> None:
+    """No picture kept, nor any caller's node rows."""
+    kept = pictures(world.gw.services.views)
+    kept.entries.clear()
+    kept.rows.clear()
+
+
+async def test_a_new_picture_builds_only_the_nodes_that_changed(world: World) -> None:
+    forget(world)
+    query = "{ cluster { seq nodes { id } gpuMap kernels { nodeId } notes { kind } } }"
+    first = await world.gw.gql(query, auth=world.gw.root)
+    (built,) = snapshots(world)
+    nodes = len(first["data"]["cluster"]["nodes"])
+    assert built.built == 3 * nodes  # GPUs and holds, kernels, room: once per node each
+    pictures(world.gw.services.views).entries.clear()  # as at a later log position
+    again = await world.gw.gql(query, auth=world.gw.root)
+    (reused,) = snapshots(world)
+    assert reused is not built and reused.built == 0
+    assert again["data"] == first["data"]
+
+
+async def test_the_gpu_map_is_the_devices_and_holds_in_one_value(world: World) -> None:
+    query = """query($ids: [ID!]) { cluster {
+      nodes(nodeIds: $ids) { id hostname }
+      gpuMap(nodeIds: $ids)
+      devices(nodeIds: $ids) { nodeId index uuid name memoryBytes numaNode mig usedHundredths }
+      holds(nodeIds: $ids) { nodeId index sessionId sessionName kernelId user hundredths whole }
+    } }"""
+    every = (await world.gw.gql(query, auth=world.auth["admin"]))["data"]["cluster"]
+    assert set(every["gpuMap"]) == {n["id"] for n in every["nodes"]}
+    drawn = [
+        ({"nodeId": node, **{k: v for k, v in gpu.items() if k != "holds"}}, gpu["holds"])
+        for node, gpus in every["gpuMap"].items()
+        for gpu in gpus
+    ]
+    assert sorted((d for d, _ in drawn), key=repr) == sorted(every["devices"], key=repr)
+    holds = [{"nodeId": d["nodeId"], "index": d["index"], **h} for d, hs in drawn for h in hs]
+    assert sorted(holds, key=repr) == sorted(every["holds"], key=repr)
+    assert any(h["sessionId"] is None for h in holds)  # another domain's, unnamed here too
+    node = world.cast.id("gpu-a")
+    alone = (await world.gw.gql(query, auth=world.auth["admin"], ids=[node]))["data"]["cluster"]
+    assert [n["id"] for n in alone["nodes"]] == [node]
+    assert list(alone["gpuMap"]) == [node]
+    assert alone["gpuMap"][node] == every["gpuMap"][node]
+
+
 async def test_the_fields_of_one_answer_share_one_picture(world: World) -> None:
-    pictures(world.gw.services.views).entries.clear()
+    forget(world)
     query = """{ cluster {
       nodes { id } devices { index } holds { index } kernels { nodeId } notes { kind } } }"""
     body = await world.gw.gql(query, auth=world.gw.root)
     assert {"kind": "fragmented"} in body["data"]["cluster"]["notes"]
     (asked,) = snapshots(world)
-    assert sorted(asked.made) == [
-        "gpus", "holding", "kernels", "node views", "nodes", "notes", "queues", "rooms",
-    ]  # fmt: skip
+    assert sorted(asked.made) == ["holding", "node views", "nodes", "notes", "queues", "rooms"]
+    nodes = len(body["data"]["cluster"]["nodes"])
+    assert asked.built == 3 * nodes  # each node's GPUs, kernels and room once
 
 
 async def test_a_node_s_rows_come_alone(world: World) -> None:
@@ -363,6 +412,18 @@ async def test_who_may_read_which_log(
 async def test_bad_arguments_are_invalid(world: World, variables: dict[str, Any]) -> None:
     body = await log_of(world, "root", "session", "s1", **variables)
     assert body["errors"][0]["extensions"]["code"] == "invalid", body
+
+
+TICKS = "subscription($every: Int!) { clusterChanges(everyMs: $every) { seq nodeIds } }"
+
+
+@pytest.mark.parametrize("every", [0, 99, 60_001, -1])
+async def test_ticks_closer_or_further_apart_than_allowed_are_refused(
+    world: World, every: int
+) -> None:
+    with pytest.raises(JetyardError, match=f"everyMs must be between 100 and 60000, got {every}"):
+        async for _ in subscribe(world.gw.url, world.gw.root, TICKS, {"every": every}):
+            pass
 
 
 async def test_the_feed_ticks_with_the_node_once_the_views_hold_its_change(

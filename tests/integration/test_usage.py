@@ -10,6 +10,7 @@ and each database is the test's own."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -31,6 +32,8 @@ from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.subjects import HEARTBEATS_BUCKET, AggregateType
 from schemas.tenancy import SessionOwner
+from services.gateway.cluster_holding import OpenKernels
+from services.gateway.usage_views import SqlUsageViews
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,
@@ -45,6 +48,7 @@ from tests.tenancy_support import make_tenancy
 from tests.unit.usage_history import (
     END,
     EXPECTED,
+    N1,
     WINDOW,
     Cast,
     Line,
@@ -126,6 +130,46 @@ async def test_the_known_history_adds_up_across_a_restart_and_a_rebuild(
     assert [(line.key, line.name) for line in sessions] == [
         (cast.id("s1"), "train"), (cast.id("s2"), "share"),
     ]  # fmt: skip
+
+
+def open_of(kernels: Iterable[KernelInterval], cast: Cast) -> dict[str, KernelInterval]:
+    return {k.kernel_id: k for k in kernels if k.domain.endswith(cast.tag)}
+
+
+async def test_the_gateways_copy_of_the_open_kernels_follows_the_changes_alone(
+    bus: Bus, store: EventStore, engine: AsyncEngine
+) -> None:
+    # The operators' GPU map reads who holds what from a copy kept by reading only the rows
+    # changed since (``OpenKernels``): across the node loss it must agree with a whole read,
+    # and move the version of the node that changed only.
+    cast = tagged_cast()
+    events = known_history(cast).events
+    guards: dict[AggregateRef, int] = {}
+    cut = next(i for i, e in enumerate(events) if e.name == "NodeLost")
+    await write(store, events[:cut], guards)
+    await project(engine, bus)
+    views = SqlUsageViews(engine)
+    copy = OpenKernels(views)
+    before = await copy.now()
+    mine_before = open_of((k for ks in before.by_node.values() for k in ks), cast)
+    assert mine_before == open_of(await views.holding(), cast)
+    lost = cast.id(N1)
+    assert {k.node_id for k in mine_before.values()} >= {lost}
+
+    await write(store, events[cut:], guards)  # the node loss releases its kernels
+    await project(engine, bus)
+    after = await copy.now()
+    mine_after = open_of((k for ks in after.by_node.values() for k in ks), cast)
+    assert mine_after == open_of(await views.holding(), cast)
+    assert not any(k.node_id == lost for k in mine_after.values())
+    assert after.version(lost) != before.version(lost)
+    touched = {
+        e.envelope.aggregate_id for e in events[cut:]
+        if e.envelope.aggregate_type is AggregateType.NODE
+    }  # fmt: skip
+    for node in {k.node_id for k in mine_before.values()} - touched:
+        assert after.version(node) == before.version(node), node
+    assert await copy.now() is after  # nothing changed since: the same answer
 
 
 async def beat(bus: Bus, agent: FakeAgent) -> None:

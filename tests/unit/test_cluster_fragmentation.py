@@ -63,7 +63,8 @@ def test_the_free_gpus_are_spread_so_a_whole_request_cannot_fit() -> None:
 @pytest.mark.parametrize(
     ("gpu", "kernels", "single", "kind", "where"),
     [
-        (500, 1, True, Kind.SHORT, "asks 5 GPUs in all; 4.5 GPUs are free"),
+        (100, 5, False, Kind.SHORT, "asks 5 GPUs in all; 4.5 GPUs are free"),
+        (500, 1, True, Kind.OVERSIZED, "no node of group default has 5 GPUs (the largest has 4"),
         (200, 1, True, Kind.FITS, "room for session big of bob@example.org now on node-a"),
         (150, 1, True, Kind.FITS, "now on node-a"),  # shares over the two free GPUs
         (100, 2, True, Kind.FITS, "now on node-a"),
@@ -100,11 +101,43 @@ def test_shares_under_the_guard_need_their_devices_and_without_it_any_room() -> 
 
 def test_a_cordoned_node_s_gpus_are_said_to_be_held_back() -> None:
     cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)))
-    (note,) = explain([*CLUSTER, cordoned], [ask(500)], {})
+    (note,) = explain([*CLUSTER, cordoned], [ask(100, kernels=5, single=False)], {})
     assert note.kind is Kind.SHORT
     assert note.text.endswith(
         "4.5 GPUs are free on the available nodes of group default "
         "(node-d is cordoned or lost: 2 GPUs there not offered)."
+    )
+
+
+def test_a_request_larger_than_any_node_is_said_to_never_fit_there() -> None:
+    # 4.5 GPUs free, 5 asked on one node, but the largest node has 4: not a matter of
+    # fragmentation or of waiting for others to finish.
+    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)))
+    (note,) = explain([*CLUSTER, cordoned], [ask(500)], {})
+    assert note.kind is Kind.OVERSIZED
+    assert note.text == (
+        "Session big of bob@example.org (1st of 1 waiting) asks 5 whole GPUs on one node, but "
+        "no node of group default has 5 GPUs (the largest has 4 GPUs): it cannot fit until a "
+        "node that large joins the group."
+    )
+    # Spread over nodes (multi-node), the same GPUs are a matter of free room, not of size.
+    (spread,) = explain(CLUSTER, [ask(100, kernels=4, single=False)], {})
+    assert spread.kind is not Kind.OVERSIZED
+
+
+def test_requests_of_one_shape_share_their_situation_in_words() -> None:
+    other = Ask("s-two", "session two of dan@example.org", "default", 1000, GIB, 400,
+                place="2nd of 2 waiting")  # fmt: skip
+    first, second = explain(CLUSTER, [ask(400), other], {})
+    assert first.situation == second.situation != ""
+    assert first.text == (
+        f"{first.situation} The waiting 4-GPU request of session big of bob@example.org "
+        "(1st of 1 waiting) cannot fit."
+    )
+    assert "bob" not in first.situation and "dan" not in second.situation
+    (short,) = explain(CLUSTER, [ask(100, kernels=5, single=False)], {})
+    assert short.situation == (
+        "5 GPUs asked in all; 4.5 GPUs are free on the available nodes of group default."
     )
 
 
@@ -139,7 +172,7 @@ def test_each_request_is_tried_on_the_room_of_now_not_on_what_others_took() -> N
 
 
 def test_a_long_list_of_nodes_is_cut_short() -> None:
-    nodes = [room(f"n{i:02}", free(0)) for i in range(9)]
+    nodes = [room(f"n{i:02}", free(0), whole(1)) for i in range(9)]
     (note,) = explain(nodes, [ask(200)], {})
     assert note.kind is Kind.FRAGMENTED
     assert note.text.count(" has 1 whole GPU free") == 6

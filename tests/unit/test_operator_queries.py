@@ -1,7 +1,8 @@
 """The pure parts of the operators' queries: how ``eventLog`` shows an event (env values hidden
 at any depth, the actor as kind:id), how ``clusterChanges`` sums up a batch of the log (the
 nodes named, sessions counted), which ``cluster`` pictures are reused (one caller's, at one log
-position and queue board, a few, for a while), and the ordinals the queue's words use."""
+position and queue board, a few, for a while; their node rows while the directory stays), and
+the ordinals the queue's words use."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from services.gateway.cluster_queries import Pictures, ordinal
 from services.gateway.cluster_subscription import summarise
 from services.gateway.context import Context
 from services.gateway.event_log_queries import HIDDEN, logged, redact
+from services.gateway.usage_views import UsageViews
 
 
 def test_env_values_are_hidden_wherever_they_are_and_their_names_kept() -> None:
@@ -94,15 +96,20 @@ def caller(user: str, role: Role = Role.ADMIN, domain: str = "d1") -> Principal:
     return Principal(user, role, domain, frozenset(), None)
 
 
-def board_at(generation: int) -> Context:
-    """A request's context as ``Pictures`` reads it: the queue board's generation."""
-    return cast(Context, SimpleNamespace(services=SimpleNamespace(queues=SimpleNamespace(
-        generation=generation
-    ))))  # fmt: skip
+def board_at(generation: int, directory: int = 5) -> Context:
+    """A request's context as ``Pictures`` reads it: the queue board's generation and the
+    directory's position."""
+    return cast(Context, SimpleNamespace(
+        services=SimpleNamespace(queues=SimpleNamespace(generation=generation)),
+        directory=SimpleNamespace(position=directory),
+    ))  # fmt: skip
+
+
+NO_USAGE = cast(UsageViews, None)  # the pictures' kernels are never read here
 
 
 def test_a_picture_is_reused_by_its_caller_at_its_position_only() -> None:
-    kept, ctx = Pictures(), board_at(1)
+    kept, ctx = Pictures(NO_USAGE), board_at(1)
     admin = caller("u1")
     first = kept.of(7, ctx, admin)
     assert kept.of(7, ctx, caller("u1")) is first  # the same person again (another tab)
@@ -118,13 +125,23 @@ def test_a_picture_is_reused_by_its_caller_at_its_position_only() -> None:
 
 
 def test_pictures_are_few_and_short_lived() -> None:
-    kept, ctx = Pictures(kept=2), board_at(1)
+    kept, ctx = Pictures(NO_USAGE, kept=2), board_at(1)
     first = kept.of(1, ctx, caller("u1"))
     kept.of(2, ctx, caller("u1"))
     kept.of(1, ctx, caller("u1"))  # used again: the newest
     kept.of(3, ctx, caller("u1"))  # the oldest (position 2) goes
     assert [key[0] for key in kept.entries] == [1, 3]
     assert kept.of(1, ctx, caller("u1")) is first
-    expired = Pictures(kept_s=0.0)
+    expired = Pictures(NO_USAGE, kept_s=0.0)
     gone = expired.of(1, ctx, caller("u1"))
     assert expired.of(1, ctx, caller("u1")) is not gone
+
+
+def test_a_callers_node_rows_outlive_pictures_until_the_directory_moves() -> None:
+    kept = Pictures(NO_USAGE)
+    rows = kept.of(1, board_at(1), caller("u1"))._rows
+    assert kept.of(2, board_at(1), caller("u1"))._rows is rows  # the views moved on: kept
+    assert kept.of(3, board_at(2), caller("u1"))._rows is rows  # a queue moved: kept
+    assert kept.of(3, board_at(1), caller("u2"))._rows is not rows  # another caller's own
+    renamed = kept.of(4, board_at(1, directory=6), caller("u1"))._rows
+    assert renamed is not rows  # an email may have changed: built again

@@ -8,18 +8,35 @@ import { hundredths } from "./format.js";
 
 const RESOURCES = "{ cpu memoryBytes gpu }";
 // Plain strings, not templates: bench/console.py fills the queries' ${NAME} parts from them.
+const NODE = "id hostname resourceGroup state reason allocations capacity { cpu memoryBytes gpu } used { cpu memoryBytes gpu }";
 const KERNEL = "nodeId sessionId sessionName kernelId user started since resources { cpu memoryBytes gpu }";
-const NOTE = "sessionId resourceGroup kind text";
+const NOTE = "sessionId resourceGroup kind text situation";
 
-/** The Cluster page: every node's card and GPU map, the notes; the kernels of the open cards only. */
+/** The Cluster page: every node and its GPU map (one compact value), the queues and notes;
+ * the kernels of the open cards only. */
 export const CLUSTER = `query Cluster($open: [ID!]! = []) { cluster {
   seq sessionsOnNodes
-  nodes { id hostname resourceGroup state reason allocations capacity ${RESOURCES} used ${RESOURCES} }
-  devices { nodeId index name memoryBytes numaNode mig usedHundredths }
-  holds { nodeId index sessionId sessionName user hundredths whole }
+  nodes { ${NODE} }
+  gpuMap
   kernels(nodeIds: $open) { ${KERNEL} }
   queues { resourceGroup length }
-  waiting { resourceGroup sessionId }
+  waiting { resourceGroup sessionId name position }
+  notes { ${NOTE} }
+} }`;
+
+/** Some nodes again (a tick named them): their cards, and the kernels of those open. */
+export const NODES = `query ClusterNodes($ids: [ID!]!, $open: [ID!]! = []) { cluster {
+  seq sessionsOnNodes
+  nodes(nodeIds: $ids) { ${NODE} }
+  gpuMap(nodeIds: $ids)
+  kernels(nodeIds: $open) { ${KERNEL} }
+} }`;
+
+/** The queues and why they wait, without any node (the Cluster page's notes on a tick). */
+export const NOTES = `query ClusterNotes { cluster {
+  seq
+  queues { resourceGroup length }
+  waiting { resourceGroup sessionId name position }
   notes { ${NOTE} }
 } }`;
 
@@ -49,36 +66,58 @@ export function groupBy(items, key) {
   return out;
 }
 
+/** A node as the pages draw it: its GPUs (from `gpuMap`, or from `devices` and `holds`),
+ * its kernels (null where they were not asked) and its GPU capacity and free in hundredths. */
+export function nodeOf(node, devices, kernels) {
+  const capacity = hundredths(node.capacity.gpu);
+  const used = hundredths(node.used.gpu);
+  return { ...node, devices: devices ?? [], kernels, gpuCapacity: capacity, gpuFree: capacity - used };
+}
+
+/** The groups with their waiting sessions, each with its note: [{name, length, waiting}]. */
+export function groupsOf(cluster) {
+  const notes = new Map((cluster.notes ?? []).map((n) => [n.sessionId, n]));
+  const waiting = groupBy(cluster.waiting ?? [], (w) => w.resourceGroup);
+  return (cluster.queues ?? []).map((q) => ({
+    name: q.resourceGroup,
+    length: q.length,
+    waiting: (waiting.get(q.resourceGroup) ?? []).map((w) => ({ ...w, note: notes.get(w.sessionId) ?? null })),
+  }));
+}
+
 /**
  * The answer joined: {seq, sessionsOnNodes, nodes: [{...node, devices: [{...device, holds}],
  * kernels}], groups, notes}. A node's `kernels` is null where they were not asked.
  */
 export function joined(cluster) {
-  const holds = groupBy(cluster.holds ?? [], (h) => `${h.nodeId}/${h.index}`);
-  const devices = groupBy(cluster.devices ?? [], (d) => d.nodeId);
   const kernels = groupBy(cluster.kernels ?? [], (k) => k.nodeId);
-  const notes = new Map((cluster.notes ?? []).map((n) => [n.sessionId, n]));
-  const waiting = groupBy(cluster.waiting ?? [], (w) => w.resourceGroup);
-  const nodes = (cluster.nodes ?? []).map((node) => {
-    const gpus = (devices.get(node.id) ?? []).map((d) => ({ ...d, holds: holds.get(`${node.id}/${d.index}`) ?? [] }));
-    const capacity = hundredths(node.capacity.gpu);
-    const used = hundredths(node.used.gpu);
-    return {
-      ...node, devices: gpus, kernels: cluster.kernels ? kernels.get(node.id) ?? [] : null,
-      gpuCapacity: capacity, gpuFree: capacity - used,
-    };
-  });
-  const groups = (cluster.queues ?? []).map((q) => ({
-    name: q.resourceGroup,
-    length: q.length,
-    waiting: (waiting.get(q.resourceGroup) ?? []).map((w) => ({ ...w, note: notes.get(w.sessionId) ?? null })),
-  }));
-  return { seq: cluster.seq, sessionsOnNodes: cluster.sessionsOnNodes ?? null, nodes, groups, notes: cluster.notes ?? [] };
+  let devicesOf;
+  if (cluster.gpuMap) {
+    devicesOf = (id) => cluster.gpuMap[id];
+  } else {
+    const holds = groupBy(cluster.holds ?? [], (h) => `${h.nodeId}/${h.index}`);
+    const devices = groupBy(cluster.devices ?? [], (d) => d.nodeId);
+    devicesOf = (id) => (devices.get(id) ?? []).map((d) => ({ ...d, holds: holds.get(`${id}/${d.index}`) ?? [] }));
+  }
+  const nodes = (cluster.nodes ?? []).map((node) =>
+    nodeOf(node, devicesOf(node.id), cluster.kernels ? kernels.get(node.id) ?? [] : null));
+  return { seq: cluster.seq, sessionsOnNodes: cluster.sessionsOnNodes ?? null, nodes, groups: groupsOf(cluster), notes: cluster.notes ?? [] };
 }
 
 /** The Cluster page's picture, with the kernels of the nodes in `open` (ids). */
 export async function loadCluster(open = []) {
   return joined((await gql(CLUSTER, { open: [...open] })).cluster);
+}
+
+/** Some nodes now, with the kernels of those in `open`: {seq, sessionsOnNodes, nodes}; a node
+ * that is gone is missing from `nodes`. */
+export async function loadNodes(ids, open = []) {
+  return joined((await gql(NODES, { ids: [...ids], open: [...open] })).cluster);
+}
+
+/** The queues and the notes now: {seq, groups, notes}. */
+export async function loadNotes() {
+  return joined((await gql(NOTES)).cluster);
 }
 
 /** The kernels of some nodes now: Map node id -> kernels. */

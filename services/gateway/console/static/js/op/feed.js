@@ -5,14 +5,14 @@
 
 import * as live from "../live.js";
 
-export const CLUSTER_CHANGES = `subscription ClusterChanges {
-  clusterChanges { seq nodeIds sessions queues }
+export const CLUSTER_CHANGES = `subscription ClusterChanges($every: Int! = 500) {
+  clusterChanges(everyMs: $every) { seq nodeIds sessions queues }
 }`;
 
 /** Call onTick(change) on every tick (and onTick(null) after a reconnect, not after the first
- * connection) until the page is left. */
-export function followCluster(scope, onTick, { onError } = {}) {
-  const stop = live.subscribe(CLUSTER_CHANGES, {}, {
+ * connection) until the page is left; at most one tick every `every` ms. */
+export function followCluster(scope, onTick, { onError, every = 500 } = {}) {
+  const stop = live.subscribe(CLUSTER_CHANGES, { every }, {
     next: (data) => onTick(data.clusterChanges),
     error: onError,
   });
@@ -37,10 +37,12 @@ export function followCluster(scope, onTick, { onError } = {}) {
   });
 }
 
-/** A function that runs `load` now, or once more after the run in progress if called during it. */
-export function refresher(load) {
+/** A function that runs `load` now, or once more after the run in progress if called during
+ * it; runs start at least `gapMs` apart (the calls in between fold into the next run). */
+export function refresher(load, { gapMs = 0 } = {}) {
   let running = null;
   let again = false;
+  let last = 0;
   const run = async () => {
     if (running) {
       again = true;
@@ -50,6 +52,9 @@ export function refresher(load) {
       try {
         do {
           again = false;
+          const wait = last + gapMs - Date.now();
+          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+          last = Date.now();
           await load();
         } while (again);
       } finally {

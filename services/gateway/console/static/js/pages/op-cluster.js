@@ -1,14 +1,15 @@
 // Operate › Cluster: every node with its state (cordon, drain and uncordon from its card), the
 // GPU map of every device with its whole and fractional holds, the sessions on a node when its
 // card is opened, and why waiting requests do not fit, in words. Live: the clusterChanges
-// subscription says when to ask again (no polling); a card is drawn again only when what it
-// shows changed, so a thousand nodes stay cheap to follow.
+// subscription says which nodes changed (no polling); only those are asked again and drawn,
+// and the notes at most once a second. A card's body (meters, GPU map, actions) is drawn when
+// it comes near the screen, so a thousand nodes cost a screenful to show.
 
 import { gql } from "../api.js";
 import { bytes, clockEl, h, replace } from "../dom.js";
 import { errorBox } from "../errors.js";
 import { addNavItem } from "../nav.js";
-import { loadCluster, loadKernels } from "../op/cluster.js";
+import { loadCluster, loadKernels, loadNodes, loadNotes } from "../op/cluster.js";
 import { followCluster, refresher } from "../op/feed.js";
 import { OPERATORS, gpuAmount, mayOperateNodes } from "../op/format.js";
 import { gpuMap, kernelTable, meter, signature } from "../op/gpu-map.js";
@@ -21,21 +22,24 @@ const MUTATIONS = {
   uncordon: "mutation Uncordon($id: ID!, $reason: String!) { uncordonNode(id: $id, reason: $reason) { status message } }",
 };
 const VERBS = { cordon: "Cordon", drain: "Drain", uncordon: "Uncordon" };
+const EAGER = 24; // cards whose body a full load draws at once: more than a screenful
+const NEAR = "1200px 0px"; // how close to the screen a card's body is drawn
+const TICK_MS = 100; // the most often the page hears of a change
+const NOTES_GAP_MS = 1000; // the most often the queues and notes are asked again
 
 function stateBadge(node) {
   return h("span", { class: `op-state op-state-${node.state}`, dataset: { state: node.state } }, node.state);
 }
 
-function summary(model) {
+function summary(nodes, sessions, groups) {
   const states = new Map();
-  for (const n of model.nodes) states.set(n.state, (states.get(n.state) ?? 0) + 1);
+  for (const n of nodes) states.set(n.state, (states.get(n.state) ?? 0) + 1);
   const byState = [...states].map(([s, n]) => `${n} ${s}`).join(", ");
-  const offered = model.nodes.filter((n) => n.state === "schedulable");
+  const offered = nodes.filter((n) => n.state === "schedulable");
   const free = offered.reduce((sum, n) => sum + n.gpuFree, 0);
-  const total = model.nodes.reduce((sum, n) => sum + n.gpuCapacity, 0);
-  const sessions = model.sessionsOnNodes;
-  const waiting = model.groups.reduce((sum, g) => sum + g.waiting.length, 0);
-  return `${model.nodes.length} ${model.nodes.length === 1 ? "node" : "nodes"}${byState ? ` (${byState})` : ""} · `
+  const total = nodes.reduce((sum, n) => sum + n.gpuCapacity, 0);
+  const waiting = groups.reduce((sum, g) => sum + g.waiting.length, 0);
+  return `${nodes.length} ${nodes.length === 1 ? "node" : "nodes"}${byState ? ` (${byState})` : ""} · `
     + `${gpuAmount(free)} of ${gpuAmount(total)} GPUs free on schedulable nodes · `
     + `${sessions} ${sessions === 1 ? "session" : "sessions"} on nodes · ${waiting} waiting`;
 }
@@ -80,11 +84,14 @@ definePage({
       h("section", { class: "card", id: "op-fragmentation" }, h("h2", {}, "Why requests wait"), notes),
       grid);
 
-    const cards = new Map(); // node id -> {node, shown, card, head, actions, status, meters, map, said, kernels, kernelsShown}
+    const cards = new Map(); // node id -> {node, seq, headShown, bodyShown, near, card, head, actions, status, meters, map, said, kernels, kernelsShown}
+    const byCard = new Map(); // card element -> its entry (for the observer)
+    let sessionsOnNodes = 0;
+    let groups = [];
+    const seen = { nodes: 0, notes: 0 }; // the log positions drawn
     const forms = new Map(); // node id -> the open form's element (kept across refreshes)
     const opened = new Set(); // node ids whose sessions are shown: their kernels are asked with the cluster
     const operate = mayOperateNodes(viewer);
-    let refresh = null;
 
     const send = async (node, kind, form) => {
       const reason = form.elements.reason.value.trim() || `${kind === "drain" ? "drained" : `${kind}ed`} from the console`;
@@ -102,7 +109,8 @@ definePage({
         const entry = cards.get(node.id);
         drawActions(entry);
         replace(entry.status, h("span", { class: "op-done" }, `${VERBS[kind]}: ${answer.status.toLowerCase()}${answer.message ? ` (${answer.message})` : ""}`));
-        await refresh();
+        named.add(node.id);
+        await nodesAgain();
       } catch (error) {
         replace(status, errorBox(error, `${VERBS[kind]} refused`));
         form.querySelector("button[type=submit]").disabled = false;
@@ -175,7 +183,10 @@ definePage({
     const cardFor = (node) => {
       const entry = {
         node,
-        shown: null,
+        seq: 0,
+        headShown: null,
+        bodyShown: null,
+        near: false,
         head: h("div", { class: "op-node-head" }),
         actions: h("div", { class: "op-node-actions" }),
         status: h("div", { class: "op-node-status" }),
@@ -186,34 +197,88 @@ definePage({
         kernelsShown: null,
       };
       entry.more = h("details", { class: "op-node-more", ontoggle: () => toggled(entry) }, entry.said, entry.kernels);
-      entry.card = h("section", { class: "card op-node", dataset: { node: node.id } },
+      entry.card = h("section", { class: "card op-node", dataset: { node: node.id, drawn: "no" } },
         entry.head, entry.actions, entry.status, h("div", { class: "op-node-body" }, entry.meters, entry.map, entry.more));
       cards.set(node.id, entry);
+      byCard.set(entry.card, entry);
+      near.observe(entry.card);
       return entry;
     };
 
-    /** Draw a node's card, or leave it as it is when nothing it shows changed. */
-    const draw = (node, kernels) => {
-      const entry = cards.get(node.id) ?? cardFor(node);
-      entry.node = node;
-      const shown = signature(node);
-      if (shown !== entry.shown) {
-        entry.shown = shown;
-        entry.card.dataset.state = node.state;
-        replace(entry.head,
-          h("h2", {}, node.hostname, " ", stateBadge(node)),
-          h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
-          node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
-        drawActions(entry);
-        replace(entry.meters, meters(node));
-        replace(entry.map, gpuMap(node));
-        entry.said.textContent = kernelsWords(node);
+    const drawHead = (entry) => {
+      const node = entry.node;
+      const shown = JSON.stringify([node.hostname, node.state, node.resourceGroup, node.reason]);
+      if (shown === entry.headShown) return;
+      entry.headShown = shown;
+      entry.card.dataset.state = node.state;
+      replace(entry.head,
+        h("h2", {}, node.hostname, " ", stateBadge(node)),
+        h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
+        node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
+    };
+
+    /** A card's body (actions, meters, GPU map), drawn when it is near the screen (or `now`),
+     * and again only when what it shows changed. */
+    const drawBody = (entry, now = false) => {
+      if (!(now || entry.near)) return;
+      const shown = signature(entry.node);
+      if (shown === entry.bodyShown) return;
+      entry.bodyShown = shown;
+      entry.card.dataset.drawn = "yes";
+      drawActions(entry);
+      replace(entry.meters, meters(entry.node));
+      replace(entry.map, gpuMap(entry.node));
+      entry.said.textContent = kernelsWords(entry.node);
+    };
+
+    const near = new IntersectionObserver((records) => {
+      for (const record of records) {
+        const entry = byCard.get(record.target);
+        if (!entry) continue;
+        entry.near = record.isIntersecting;
+        drawBody(entry);
       }
-      if (kernels && opened.has(node.id)) drawKernels(entry, kernels);
+    }, { rootMargin: NEAR });
+
+    /** Draw a node as of log position `seq`, unless its card already shows a later one. */
+    const draw = (node, seq, { now = false } = {}) => {
+      const entry = cards.get(node.id) ?? cardFor(node);
+      if (seq < entry.seq) return entry.card;
+      entry.seq = seq;
+      entry.node = node;
+      drawHead(entry);
+      drawBody(entry, now);
+      if (node.kernels && opened.has(node.id)) drawKernels(entry, node.kernels);
       return entry.card;
     };
 
-    const load = async () => {
+    const drop = (id) => {
+      const entry = cards.get(id);
+      if (!entry) return;
+      near.unobserve(entry.card);
+      entry.card.remove();
+      byCard.delete(entry.card);
+      cards.delete(id);
+      opened.delete(id);
+      forms.delete(id);
+    };
+
+    const stamp = () => {
+      const nodes = [...cards.values()].map((e) => e.node);
+      totals.textContent = summary(nodes, sessionsOnNodes, groups);
+      replace(updated, "updated ", clockEl(new Date().toISOString()), ` · log position ${Math.max(seen.nodes, seen.notes)}`);
+    };
+
+    const showNotes = (model) => {
+      if (model.seq < seen.notes) return;
+      seen.notes = model.seq;
+      groups = model.groups;
+      replace(notes, noteList(groups, { empty: "Nothing waits." }));
+    };
+
+    /** Everything again: on opening, after the live connection came back, or when a node
+     * joined or left. */
+    const loadAll = async () => {
       const asked = new Set(opened);
       let model;
       try {
@@ -224,28 +289,78 @@ definePage({
       }
       if (scope.left) return;
       replace(problems);
-      totals.textContent = summary(model);
-      replace(notes, noteList(model.groups, { empty: "Nothing waits." }));
-      const seen = new Set();
+      sessionsOnNodes = model.sessionsOnNodes;
+      seen.nodes = Math.max(seen.nodes, model.seq);
+      showNotes(model);
+      const present = new Set();
       for (const stale of grid.querySelectorAll(":scope > :not(.op-node)")) stale.remove();
       model.nodes.forEach((node, i) => {
-        seen.add(node.id);
-        const card = draw(node, asked.has(node.id) ? node.kernels : null);
+        present.add(node.id);
+        if (!asked.has(node.id)) node.kernels = null;
+        const card = draw(node, model.seq, { now: i < EAGER });
         if (grid.children[i] !== card) grid.insertBefore(card, grid.children[i] ?? null);
       });
-      for (const [id, entry] of cards) {
-        if (!seen.has(id)) {
-          entry.card.remove();
-          cards.delete(id);
-          opened.delete(id);
-        }
-      }
+      for (const id of [...cards.keys()]) if (!present.has(id)) drop(id);
       if (model.nodes.length === 0) replace(grid, h("p", { class: "hint" }, "No node has registered yet."));
-      replace(updated, "updated ", clockEl(new Date().toISOString()), ` · log position ${model.seq}`);
+      stamp();
     };
-    refresh = refresher(load);
-    await refresh();
-    followCluster(scope, () => refresh(), {
+
+    // The nodes a tick named, asked again together: a card is drawn from the answer, a node
+    // that joined or left draws the whole page again.
+    const named = new Set();
+    const loadNamed = async () => {
+      const ids = [...named];
+      named.clear();
+      if (ids.length === 0) return;
+      let model;
+      try {
+        model = await loadNodes(ids, ids.filter((id) => opened.has(id)));
+      } catch (error) {
+        if (!scope.left) replace(problems, errorBox(error, "The cluster could not be read"));
+        return;
+      }
+      if (scope.left) return;
+      const found = new Map(model.nodes.map((n) => [n.id, n]));
+      const joinedOrLeft = ids.some((id) => found.has(id) !== cards.has(id));
+      if (joinedOrLeft) {
+        await full();
+        return;
+      }
+      sessionsOnNodes = model.sessionsOnNodes;
+      seen.nodes = Math.max(seen.nodes, model.seq);
+      for (const node of found.values()) {
+        if (!opened.has(node.id)) node.kernels = null;
+        draw(node, model.seq);
+      }
+      stamp();
+    };
+
+    const loadNotesNow = async () => {
+      try {
+        const model = await loadNotes();
+        if (scope.left) return;
+        showNotes(model);
+        stamp();
+      } catch (error) {
+        if (!scope.left) replace(problems, errorBox(error, "The queues could not be read"));
+      }
+    };
+
+    const full = refresher(loadAll);
+    const nodesAgain = refresher(loadNamed);
+    const notesAgain = refresher(loadNotesNow, { gapMs: NOTES_GAP_MS });
+    scope.onLeave(() => near.disconnect());
+    await full();
+    followCluster(scope, (change) => {
+      if (change === null) {
+        full();
+        return;
+      }
+      for (const id of change.nodeIds) named.add(id);
+      if (named.size > 0) nodesAgain();
+      if (change.queues || change.sessions > 0 || change.nodeIds.length > 0) notesAgain();
+    }, {
+      every: TICK_MS,
       onError: (error) => replace(problems, errorBox(error, "Live updates stopped")),
     });
   },
