@@ -22,8 +22,8 @@ very queries the pages send (read from their modules) timed with httpx.
 
 Status changes (``--changes`` each): ``terminateSession`` on a RUNNING session while (a) its
 own page, (b) the sessions list (its RUNNING rows, all following one ``sessionsChanged``
-feed), (c) the Cluster page is open (sessions holding GPUs); a
-MutationObserver in the page notes ``Date.now()`` when the new status shows (for the Cluster
+feed), (c) the Cluster page is open (sessions holding GPUs on cards on or near the screen);
+a MutationObserver in the page notes ``Date.now()`` when the new status shows (for the Cluster
 page: when the session's hold leaves its node's GPU map) and once the frame after it has been
 produced ("painted"). Compared with the event's ``occurred_at`` and with the moment a plain
 core-NATS subscriber in this process received the event (the baseline). The Cluster page is
@@ -925,9 +925,13 @@ class Changes:
         )
         idle = await self.left_alone(page)
         await page.evaluate(WATCH_CLUSTER)
-        # Sessions holding a GPU: a CPU-only kernel shows only in an opened card's table.
+        # Sessions holding a GPU (a CPU-only kernel shows only in an opened card's table) on
+        # the cards on or near the screen: the page follows those; a card further away is
+        # drawn again when it comes near.
+        await page.evaluate("() => document.getElementById('op-nodes').scrollIntoView()")
         on_gpus = set(await page.evaluate(
             "() => [...document.querySelectorAll('#op-nodes .op-gpu-seg[data-session]')]"
+            ".filter((e) => e.getBoundingClientRect().top < innerHeight + 1000)"
             ".map((e) => e.dataset.session)"
         ))  # fmt: skip
         for _ in range(count):

@@ -216,20 +216,27 @@ async def _history(
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _nodes_query(resource_group: str | None) -> Select[tuple[object, ...]]:
+def _nodes_query(
+    resource_group: str | None, node_ids: Sequence[str] | None = None
+) -> Select[tuple[object, ...]]:
     n, a = nodes.tables().nodes, agents.tables()
     query = select(n, a.c.backend, a.c.epoch, a.c.devices, a.c.images).outerjoin(
         a, a.c.id == n.c.id
     )
     if resource_group is not None:
         query = query.where(n.c.resource_group == resource_group)
+    if node_ids is not None:
+        query = query.where(n.c.id.in_(list(node_ids)))
     return query.order_by(n.c.resource_group, n.c.hostname)
 
 
-async def list_nodes(engine: AsyncEngine, *, resource_group: str | None = None) -> list[NodeView]:
-    """Every node (of one resource group if given), by group and host name."""
+async def list_nodes(
+    engine: AsyncEngine, *, resource_group: str | None = None,
+    node_ids: Sequence[str] | None = None,
+) -> list[NodeView]:  # fmt: skip
+    """Every node (of one resource group, or of those ids, if given), by group and host name."""
     async with engine.connect() as conn:
-        rows = (await conn.execute(_nodes_query(resource_group))).all()
+        rows = (await conn.execute(_nodes_query(resource_group, node_ids))).all()
     return [
         NodeView(
             id=r.id,

@@ -3,6 +3,8 @@ projections' queries on the gateway's engine, answers passed on as they come."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from events.bus import Bus
@@ -63,8 +65,8 @@ class SqlViews:
     async def session(self, session_id: str) -> SessionView | None:
         return await queries.get_session(self._engine, session_id)
 
-    async def nodes(self) -> list[NodeView]:
-        return await queries.list_nodes(self._engine)
+    async def nodes(self, node_ids: Sequence[str] | None = None) -> list[NodeView]:
+        return await queries.list_nodes(self._engine, node_ids=node_ids)
 
     async def position(self) -> int:
         return await queries.position(self._engine)

@@ -4,6 +4,7 @@ answers are the projections' own query types (``projections.queries``): one read
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from projections.queries import NodeView, SessionPage, SessionView
@@ -44,7 +45,9 @@ class Views(Protocol):
 
     async def session(self, session_id: str) -> SessionView | None: ...
 
-    async def nodes(self) -> list[NodeView]: ...
+    async def nodes(self, node_ids: Sequence[str] | None = None) -> list[NodeView]:
+        """Every node, or only those ids (an id of no node is left out)."""
+        ...
 
     async def position(self) -> int: ...
 

@@ -26,6 +26,7 @@ const EAGER = 24; // cards whose body a full load draws at once: more than a scr
 const NEAR = "1200px 0px"; // how close to the screen a card's body is drawn
 const TICK_MS = 100; // the most often the page hears of a change
 const NOTES_GAP_MS = 1000; // the most often the queues and notes are asked again
+const NOTES_AFTER_MS = 300; // after a tick: the nodes it names are asked first
 
 function stateBadge(node) {
   return h("span", { class: `op-state op-state-${node.state}`, dataset: { state: node.state } }, node.state);
@@ -220,9 +221,20 @@ definePage({
     /** A card's body (actions, meters, GPU map), drawn when it is near the screen (or `now`),
      * and again only when what it shows changed. */
     const drawBody = (entry, now = false) => {
-      if (!(now || entry.near)) return;
       const shown = signature(entry.node);
       if (shown === entry.bodyShown) return;
+      if (!(now || entry.near)) {
+        // Away from the screen: what it showed is dropped, never left stale, and drawn
+        // again when it comes near.
+        if (entry.bodyShown !== null) {
+          entry.bodyShown = null;
+          entry.card.dataset.drawn = "no";
+          replace(entry.actions);
+          replace(entry.meters);
+          replace(entry.map);
+        }
+        return;
+      }
       entry.bodyShown = shown;
       entry.card.dataset.drawn = "yes";
       drawActions(entry);
@@ -358,7 +370,9 @@ definePage({
       }
       for (const id of change.nodeIds) named.add(id);
       if (named.size > 0) nodesAgain();
-      if (change.queues || change.sessions > 0 || change.nodeIds.length > 0) notesAgain();
+      if (change.queues || change.sessions > 0 || change.nodeIds.length > 0) {
+        setTimeout(() => { if (!scope.left) notesAgain(); }, NOTES_AFTER_MS);
+      }
     }, {
       every: TICK_MS,
       onError: (error) => replace(problems, errorBox(error, "Live updates stopped")),
