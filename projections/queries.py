@@ -270,10 +270,12 @@ async def position(engine: AsyncEngine) -> int:
 
 
 async def wait_for_position(
-    engine: AsyncEngine, seq: int, timeout: float, *, poll: float = 0.05
+    engine: AsyncEngine, seq: int, timeout: float, *, poll: float = 0.01
 ) -> bool:
     """Read-your-writes from another process than the projector: poll the stored position
-    until it reaches ``seq`` (the sequence an outcome returned) or ``timeout`` passes."""
+    until it reaches ``seq`` (the sequence an outcome returned) or ``timeout`` passes. Every
+    10 ms while someone waits (one indexed read of a few rows): a live page's change and a
+    mutation's answer wait for the views no longer than they must."""
     deadline = time.monotonic() + timeout
     while await position(engine) < seq:
         if time.monotonic() >= deadline:

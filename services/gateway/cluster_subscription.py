@@ -30,9 +30,9 @@ from services.gateway.views import Views
 WATCHED = (AggregateType.NODE, AggregateType.AGENT, AggregateType.SESSION)
 EVERY_MS = 500
 """By default at most two ticks a second: a busy log is folded into fewer, larger ticks."""
-EVERY_MS_RANGE = (100, 60_000)
+EVERY_MS_RANGE = (50, 60_000)
 """What a subscriber may ask instead: a page that redraws only the nodes a tick names can
-follow at ten a second."""
+follow at twenty a second."""
 SETTLE_S = 5.0
 """How long a tick waits for the views to hold what it reports (then it goes anyway)."""
 

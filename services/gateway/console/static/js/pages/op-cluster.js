@@ -24,7 +24,7 @@ const MUTATIONS = {
 const VERBS = { cordon: "Cordon", drain: "Drain", uncordon: "Uncordon" };
 const EAGER = 24; // cards whose body a full load draws at once: more than a screenful
 const NEAR = "1200px 0px"; // how close to the screen a card's body is drawn
-const TICK_MS = 100; // the most often the page hears of a change
+const TICK_MS = 50; // the most often the page hears of a change
 const NOTES_GAP_MS = 1000; // the most often the queues and notes are asked again
 const NOTES_AFTER_MS = 300; // after a tick: the nodes it names are asked first
 
