@@ -3,6 +3,7 @@ quota scopes, placement on devices, and kernel facts turned into session transit
 
 from __future__ import annotations
 
+from commands.unit_of_work import working_copy
 from events.domain.node import (
     NodeCapacityChanged,
     NodeRegistered,
@@ -21,6 +22,7 @@ from events.domain.session import (
 from schemas.devices import DeviceShare
 from schemas.session import SessionStatus
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner, quota_id_for
+from services.scheduler.steps.place import offer_of
 from tests.unit.pass_support import World, slots
 
 
@@ -198,3 +200,34 @@ async def test_a_head_admitted_in_this_pass_has_not_starved_and_lets_others_back
     assert [sid for sid, _ in world.stored(SessionScheduled, after=mark)] == [small]
     reasons = dict(world.stored(SessionPendingReasonChanged, after=mark))
     assert list(reasons) == [head] and "reserved" not in reasons[head].reason
+
+
+async def test_a_node_s_offer_is_kept_until_its_ledger_or_agent_changes() -> None:
+    # A pass over a thousand nodes builds offers only for the nodes that changed.
+    world = World()
+    await world.tenancy()
+    node_id = await world.register("gpu-1", slots(cpu=8, mem=32, gpu=2))
+    await world.decide()
+    node = world.state.nodes[node_id]
+    first = offer_of(world.state, node)
+    assert offer_of(world.state, node) is first  # nothing changed: the same offer
+
+    await world.create(slots(cpu=2, mem=4, gpu=1))
+    await world.decide()  # placed there: the ledger moved on
+    placed = offer_of(world.state, node)
+    assert placed is not first and placed.free == slots(cpu=6, mem=28, gpu=1)
+    assert sum(d.whole for d in placed.devices) == 1
+
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=2))  # its agent reports again
+    again = offer_of(world.state, node)
+    assert again is not placed and again.free == placed.free
+
+    copy = working_copy(node)  # a pass's own copy is offered fresh, never kept
+    assert offer_of(world.state, copy) is not again
+    assert offer_of(world.state, node) is again
+
+    await world.create(slots(cpu=2, mem=4, gpu=1))
+    await world.create(slots(cpu=2, mem=4, gpu=1))
+    await world.decide()  # one more fits on the kept offer's free GPU, the next waits
+    assert len(world.stored(SessionScheduled)) == 2
+    assert offer_of(world.state, node).free.gpu_hundredths == 0

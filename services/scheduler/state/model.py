@@ -21,7 +21,7 @@ from events.fold import FoldedState
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
-from services.scheduler.placement import Placer
+from services.scheduler.placement import NodeOffer, Placer
 from services.scheduler.rules.deadlines import NEVER, LastActivity
 
 DEFAULT_RESOURCE_GROUP = "default"
@@ -58,6 +58,17 @@ class AgentInfo:
     numa: tuple[NumaNode, ...] = ()
     volumes: frozenset[str] = frozenset()
     """The storage volumes mounted there: placement's match for sessions' folders."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeptOffer:
+    """A node's placement offer and what it was made from: the very ledger object at its
+    version and the very agent record (both replaced or moved on by any change)."""
+
+    node: Node
+    version: int
+    agent: AgentInfo | None
+    offer: NodeOffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +122,10 @@ class StateModel(FoldedState):
         """Ended sessions some quota scope still holds: a pass releases them."""
         self.placers: dict[str, Placer] = {}
         """Resource group -> its placer (what placement remembers between passes)."""
+        self.offers: dict[str, KeptOffer] = {}
+        """Node id -> what placement was offered of it, kept while the committed ledger and
+        its agent stay as they were (``steps.place.offer_of``): a pass over a thousand nodes
+        builds offers only for those that changed."""
         self.preempting: dict[str, dict[str, None]] = {}
         """Waiting session -> the sessions preempted for it that have not ended yet: while
         any has not, it preempts no more (what they hold comes back when they end)."""

@@ -31,6 +31,7 @@ from services.scheduler.placement import (
     SessionRequest,
 )
 from services.scheduler.state import SchedulerState, TrackedSession
+from services.scheduler.state.model import AgentInfo, KeptOffer
 from services.scheduler.steps.common import cause_of
 from services.scheduler.workspace import Workspace
 
@@ -141,7 +142,22 @@ def cluster_env(hosts: list[str], index: int) -> dict[str, str]:
 
 
 def offer_of(state: SchedulerState, node: Node) -> NodeOffer:
+    """What placement is offered of a node. A committed ledger's offer is kept until the
+    ledger moves to another version or its agent record is replaced (``state.offers``); a
+    working copy (this pass changed it) gets a fresh one, never kept."""
     agent = state.agents.get(node.id)
+    committed = state.nodes.get(node.id) is node
+    kept = state.offers.get(node.id) if committed else None
+    same = kept is not None and kept.node is node and kept.agent is agent
+    if kept is not None and same and kept.version == node.version:
+        return kept.offer
+    offer = _offer(node, agent)
+    if committed:
+        state.offers[node.id] = KeptOffer(node, node.version, agent, offer)
+    return offer
+
+
+def _offer(node: Node, agent: AgentInfo | None) -> NodeOffer:
     use = node.device_use()
     devices = tuple(
         DeviceState(
