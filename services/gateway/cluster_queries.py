@@ -176,6 +176,9 @@ class RowCache:
     def __init__(self, directory: int) -> None:
         self.directory = directory
         self._rows: dict[str, NodeRows] = {}
+        self.building = asyncio.Lock()
+        """Held while rows are looked at and built: the resolvers of one answer (and two
+        answers of one caller) run at once, and a row is built once, not by each."""
 
     def of(self, view: NodeView, version: int) -> NodeRows:
         rows = self._rows.get(view.id)
@@ -289,12 +292,19 @@ class Snapshot:
         self, node_ids: list[str] | None
     ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
         found = []
-        for rows, kernels in await self._node_rows(node_ids):
-            if rows.gpus is None:
-                self.built += 1
-                rows.gpus = await self._picture.gpus(rows.view, kernels)
-            found.append(rows.gpus)
+        chosen = await self._node_rows(node_ids)
+        async with self._rows.building:
+            for rows, kernels in chosen:
+                found.append(await self._gpus_of(rows, kernels))
         return found
+
+    async def _gpus_of(
+        self, rows: NodeRows, kernels: NodeKernels
+    ) -> tuple[list[GpuDevice], list[DeviceHold]]:
+        if rows.gpus is None:
+            self.built += 1
+            rows.gpus = await self._picture.gpus(rows.view, kernels)
+        return rows.gpus
 
     async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]:
         return [d for devices, _ in await self._node_gpus(node_ids) for d in devices]
@@ -304,22 +314,23 @@ class Snapshot:
 
     async def gpu_map(self, node_ids: list[str] | None) -> dict[str, list[dict[str, Any]]]:
         found = {}
-        for rows, kernels in await self._node_rows(node_ids):
-            if rows.compact is None:
-                if rows.gpus is None:
-                    self.built += 1
-                    rows.gpus = await self._picture.gpus(rows.view, kernels)
-                rows.compact = compact(*rows.gpus)
-            found[rows.view.id] = rows.compact
+        chosen = await self._node_rows(node_ids)
+        async with self._rows.building:
+            for rows, kernels in chosen:
+                if rows.compact is None:
+                    rows.compact = compact(*await self._gpus_of(rows, kernels))
+                found[rows.view.id] = rows.compact
         return found
 
     async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]:
         found = []
-        for rows, kernels in await self._node_rows(node_ids):
-            if rows.kernels is None:
-                self.built += 1
-                rows.kernels = await self._picture.kernels(rows.view, kernels)
-            found.extend(rows.kernels)
+        chosen = await self._node_rows(node_ids)
+        async with self._rows.building:
+            for rows, kernels in chosen:
+                if rows.kernels is None:
+                    self.built += 1
+                    rows.kernels = await self._picture.kernels(rows.view, kernels)
+                found.extend(rows.kernels)
         return found
 
     async def sessions_on_nodes(self) -> int:
@@ -328,11 +339,13 @@ class Snapshot:
     async def _rooms(self) -> list[Room]:
         async def rooms() -> list[Room]:
             found = []
-            for rows, kernels in await self._node_rows(None):
-                if rows.room is None:
-                    self.built += 1
-                    rows.room = await self._picture.room(rows.view, kernels)
-                found.append(rows.room)
+            chosen = await self._node_rows(None)
+            async with self._rows.building:
+                for rows, kernels in chosen:
+                    if rows.room is None:
+                        self.built += 1
+                        rows.room = await self._picture.room(rows.view, kernels)
+                    found.append(rows.room)
             return found
 
         return await self._once("rooms", rooms)
