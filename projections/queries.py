@@ -230,6 +230,16 @@ def _nodes_query(
     return query.order_by(n.c.resource_group, n.c.hostname)
 
 
+async def node_stamps(engine: AsyncEngine) -> dict[str, tuple[int, int]]:
+    """Every node's id -> (its ledger row's last change, its agent row's; 0: none): what moves
+    whenever ``list_nodes`` would answer otherwise for it, read without the rows' JSON."""
+    n, a = nodes.tables().nodes, agents.tables()
+    query = select(n.c.id, n.c.last_seq, a.c.last_seq).outerjoin(a, a.c.id == n.c.id)
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    return {row[0]: (int(row[1]), int(row[2] or 0)) for row in rows}
+
+
 async def list_nodes(
     engine: AsyncEngine, *, resource_group: str | None = None,
     node_ids: Sequence[str] | None = None,

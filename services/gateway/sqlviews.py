@@ -13,6 +13,7 @@ from projections.db import create_engine
 from projections.queries import NodeView, SessionPage, SessionView
 from projections.runner import create_tables
 from projections.settings import ProjectionSettings
+from services.gateway.node_views import NodeViews
 from services.gateway.usage_views import SqlUsageViews, UsageViews
 from services.gateway.vfolder_views import FolderViews, SqlFolderViews
 
@@ -22,6 +23,7 @@ class SqlViews:
         self._engine = engine
         self.folders: FolderViews = SqlFolderViews(engine)
         self.usage: UsageViews = SqlUsageViews(engine)
+        self._nodes = NodeViews(engine)
 
     @classmethod
     async def open(cls, settings: ProjectionSettings, bus: Bus) -> SqlViews:
@@ -66,6 +68,8 @@ class SqlViews:
         return await queries.get_session(self._engine, session_id)
 
     async def nodes(self, node_ids: Sequence[str] | None = None) -> list[NodeView]:
+        if node_ids is None:
+            return await self._nodes.all()
         return await queries.list_nodes(self._engine, node_ids=node_ids)
 
     async def position(self) -> int:

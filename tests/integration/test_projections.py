@@ -29,7 +29,7 @@ from events.writes import AggregateRef
 from projections import app, queries
 from projections.base import positions
 from projections.db import writing
-from projections.queries import decode_cursor
+from projections.queries import NodeView, decode_cursor
 from projections.rebuild import rebuild, rebuild_views, swap
 from projections.runner import Projector, ViewVersionError
 from projections.settings import ProjectionSettings
@@ -41,6 +41,7 @@ from schemas.session import KernelSpec, SessionSpec, SessionStatus
 from schemas.settings import NatsSettings
 from schemas.subjects import EVENTS_STREAM
 from schemas.tenancy import SessionOwner
+from services.gateway.node_views import NodeViews
 from services.gateway.sqlviews import SqlViews
 from tests.integration.leftovers import consumer_names
 from tests.support import NOW
@@ -243,6 +244,10 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
         await projector.close()
 
 
+def by_id(views: list[NodeView]) -> dict[str, NodeView]:
+    return {v.id: v for v in views}
+
+
 async def test_a_restart_applies_only_what_came_after_the_stored_position(
     bus: Bus, engine: AsyncEngine
 ) -> None:
@@ -251,6 +256,9 @@ async def test_a_restart_applies_only_what_came_after_the_stored_position(
     first = await caught_up(engine, bus)
     stopped_at = first.position
     await first.close()
+
+    kept = NodeViews(engine)  # the gateway's copy: stamps first, whole rows of what moved
+    assert by_id(await kept.all()) == by_id(await queries.list_nodes(engine))
 
     cluster.seqs.clear()
     await cluster.end(made["running"], made["n1"], exit_code=0)
@@ -269,6 +277,11 @@ async def test_a_restart_applies_only_what_came_after_the_stored_position(
         assert await queries.get_session(engine, later.id) is not None
         n1 = next(n for n in await queries.list_nodes(engine) if n.id == made["n1"].id)
         assert (n1.used, n1.allocations) == (ResourceSlots(), 0)
+        now = await kept.all()
+        assert by_id(now) == by_id(await queries.list_nodes(engine))  # n1's release seen
+        assert [(v.resource_group, v.hostname) for v in now] == sorted(
+            (v.resource_group, v.hostname) for v in now
+        )
         assert await queries.position(engine) == second.position
         assert await queries.wait_for_position(engine, cluster.seqs[-1], timeout=1.0)
         assert not await queries.wait_for_position(engine, second.position + 10**9, timeout=0.1)
