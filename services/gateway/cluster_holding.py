@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from projections.usage_tables import KernelInterval
@@ -26,7 +27,7 @@ REREAD_S = 600.0
 NodeKernels = tuple[KernelInterval, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Holding:
     """The open intervals at one read: each node's kernels (by kernel id) and its version."""
 
@@ -40,9 +41,17 @@ class Holding:
     def version(self, node_id: str) -> int:
         return self.versions.get(node_id, 0)
 
+    def kernels(self) -> Iterator[KernelInterval]:
+        """Every open interval, node by node."""
+        return (k for kernels in self.by_node.values() for k in kernels)
+
     def sessions(self) -> int:
-        """How many sessions hold slots anywhere."""
-        return len({k.session_id for kernels in self.by_node.values() for k in kernels})
+        """How many sessions hold slots anywhere (counted once per ``Holding``)."""
+        return self._sessions
+
+    @cached_property
+    def _sessions(self) -> int:
+        return len({k.session_id for k in self.kernels()})
 
 
 _EMPTY = Holding(MappingProxyType({}), MappingProxyType({}))

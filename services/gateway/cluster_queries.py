@@ -288,15 +288,14 @@ class Snapshot:
             for view in await self._chosen(node_ids)
         ]
 
-    async def _node_gpus(
-        self, node_ids: list[str] | None
-    ) -> list[tuple[list[GpuDevice], list[DeviceHold]]]:
-        found = []
+    async def _each(
+        self, node_ids: list[str] | None, part: Callable[[NodeRows, NodeKernels], Awaitable[T]]
+    ) -> list[T]:
+        """``part`` of each chosen node's rows, under the caller's build lock: the resolvers
+        of one answer (and two answers of one caller) run at once, a row is built once."""
         chosen = await self._node_rows(node_ids)
         async with self._rows.building:
-            for rows, kernels in chosen:
-                found.append(await self._gpus_of(rows, kernels))
-        return found
+            return [await part(rows, kernels) for rows, kernels in chosen]
 
     async def _gpus_of(
         self, rows: NodeRows, kernels: NodeKernels
@@ -306,47 +305,44 @@ class Snapshot:
             rows.gpus = await self._picture.gpus(rows.view, kernels)
         return rows.gpus
 
+    async def _compact_of(self, rows: NodeRows, kernels: NodeKernels) -> list[dict[str, Any]]:
+        if rows.compact is None:
+            rows.compact = compact(*await self._gpus_of(rows, kernels))
+        return rows.compact
+
+    async def _kernels_of(self, rows: NodeRows, kernels: NodeKernels) -> list[NodeKernel]:
+        if rows.kernels is None:
+            self.built += 1
+            rows.kernels = await self._picture.kernels(rows.view, kernels)
+        return rows.kernels
+
+    async def _room_of(self, rows: NodeRows, kernels: NodeKernels) -> Room:
+        if rows.room is None:
+            self.built += 1
+            rows.room = await self._picture.room(rows.view, kernels)
+        return rows.room
+
     async def devices(self, node_ids: list[str] | None) -> list[GpuDevice]:
-        return [d for devices, _ in await self._node_gpus(node_ids) for d in devices]
+        return [d for devices, _ in await self._each(node_ids, self._gpus_of) for d in devices]
 
     async def holds(self, node_ids: list[str] | None) -> list[DeviceHold]:
-        return [h for _, holds in await self._node_gpus(node_ids) for h in holds]
+        return [h for _, holds in await self._each(node_ids, self._gpus_of) for h in holds]
 
     async def gpu_map(self, node_ids: list[str] | None) -> dict[str, list[dict[str, Any]]]:
-        found = {}
-        chosen = await self._node_rows(node_ids)
-        async with self._rows.building:
-            for rows, kernels in chosen:
-                if rows.compact is None:
-                    rows.compact = compact(*await self._gpus_of(rows, kernels))
-                found[rows.view.id] = rows.compact
-        return found
+        async def entry(rows: NodeRows, kernels: NodeKernels) -> tuple[str, list[dict[str, Any]]]:
+            return rows.view.id, await self._compact_of(rows, kernels)
+
+        return dict(await self._each(node_ids, entry))
 
     async def kernels(self, node_ids: list[str] | None) -> list[NodeKernel]:
-        found = []
-        chosen = await self._node_rows(node_ids)
-        async with self._rows.building:
-            for rows, kernels in chosen:
-                if rows.kernels is None:
-                    self.built += 1
-                    rows.kernels = await self._picture.kernels(rows.view, kernels)
-                found.extend(rows.kernels)
-        return found
+        return [k for kernels in await self._each(node_ids, self._kernels_of) for k in kernels]
 
     async def sessions_on_nodes(self) -> int:
         return (await self._holding()).sessions()
 
     async def _rooms(self) -> list[Room]:
         async def rooms() -> list[Room]:
-            found = []
-            chosen = await self._node_rows(None)
-            async with self._rows.building:
-                for rows, kernels in chosen:
-                    if rows.room is None:
-                        self.built += 1
-                        rows.room = await self._picture.room(rows.view, kernels)
-                    found.append(rows.room)
-            return found
+            return await self._each(None, self._room_of)
 
         return await self._once("rooms", rooms)
 

@@ -28,7 +28,7 @@ from schemas.ids import check_token
 from schemas.session import SessionStatus
 from schemas.subjects import AggregateType, events_of
 from schemas.tenancy import SessionOwner
-from services.gateway.context import Context
+from services.gateway.context import Context, invalid
 from services.gateway.feed import STATUS_OF
 from services.gateway.session_lookup import owner_named, owner_of, owner_on_log
 
@@ -204,10 +204,7 @@ async def sessions_changed(
     session, no owner looked up), from the log position after ``after`` (None: from now);
     first, if ``pending`` names waiting sessions, their queue places now."""
     if len(pending) > MAX_PENDING:
-        raise GraphQLError(
-            f"at most {MAX_PENDING} pending sessions, got {len(pending)}",
-            extensions={"code": "invalid"},
-        )
+        raise invalid(f"at most {MAX_PENDING} pending sessions, got {len(pending)}")
     named = list(dict.fromkeys(check_token(p, "session id") for p in pending))
     feed = _Feed(ctx, may_read, reads_all)
     subjects, names = [events_of(AggregateType.SESSION)], frozenset(STATUS_OF)
@@ -215,10 +212,9 @@ async def sessions_changed(
     if after is None or after >= end:
         tail = Tail(ctx.bus, from_seq=end + 1, subjects=subjects, names=names)
     elif after < 0 or end - after > MAX_BEHIND:
-        raise GraphQLError(
+        raise invalid(
             f"after must be a log position at most {MAX_BEHIND} behind the end ({end}), got "
-            f"{after}: read the list again",
-            extensions={"code": "invalid"},
+            f"{after}: read the list again"
         )
     else:
         tail = Tail(ctx.bus, from_seq=after + 1, subjects=subjects, names=names)
