@@ -87,6 +87,13 @@ async def write(
         guards[ref] = committed.seqs[-1]
 
 
+def split_at_the_loss(cast: Cast) -> tuple[list[StoredEvent], list[StoredEvent]]:
+    """The known history up to its node loss, and from it on."""
+    events = known_history(cast).events
+    cut = next(i for i, e in enumerate(events) if e.name == "NodeLost")
+    return events[:cut], events[cut:]
+
+
 async def project(engine: AsyncEngine, bus: Bus) -> None:
     """A projector that catches up with the log and stops (a restart starts a new one)."""
     projector = Projector(engine, bus)
@@ -108,12 +115,11 @@ async def test_the_known_history_adds_up_across_a_restart_and_a_rebuild(
     bus: Bus, store: EventStore, database_url: str, engine: AsyncEngine
 ) -> None:
     cast = tagged_cast()
-    events = known_history(cast).events
+    before_loss, loss = split_at_the_loss(cast)
     guards: dict[AggregateRef, int] = {}
-    cut = next(i for i, e in enumerate(events) if e.name == "NodeLost")
-    await write(store, events[:cut], guards)
+    await write(store, before_loss, guards)
     await project(engine, bus)
-    await write(store, events[cut:], guards)  # the node loss, while no projector runs
+    await write(store, loss, guards)  # the node loss, while no projector runs
     await project(engine, bus)  # a restart: from the stored position
     expected = {g: as_reported(rows, cast) for g, rows in EXPECTED.items()}
     for group_by, rows in expected.items():
@@ -143,29 +149,27 @@ async def test_the_gateways_copy_of_the_open_kernels_follows_the_changes_alone(
     # changed since (``OpenKernels``): across the node loss it must agree with a whole read,
     # and move the version of the node that changed only.
     cast = tagged_cast()
-    events = known_history(cast).events
+    before_loss, loss = split_at_the_loss(cast)
     guards: dict[AggregateRef, int] = {}
-    cut = next(i for i, e in enumerate(events) if e.name == "NodeLost")
-    await write(store, events[:cut], guards)
+    await write(store, before_loss, guards)
     await project(engine, bus)
     views = SqlUsageViews(engine)
     copy = OpenKernels(views)
     before = await copy.now()
-    mine_before = open_of((k for ks in before.by_node.values() for k in ks), cast)
+    mine_before = open_of(before.kernels(), cast)
     assert mine_before == open_of(await views.holding(), cast)
     lost = cast.id(N1)
     assert {k.node_id for k in mine_before.values()} >= {lost}
 
-    await write(store, events[cut:], guards)  # the node loss releases its kernels
+    await write(store, loss, guards)  # the node loss releases its kernels
     await project(engine, bus)
     after = await copy.now()
-    mine_after = open_of((k for ks in after.by_node.values() for k in ks), cast)
+    mine_after = open_of(after.kernels(), cast)
     assert mine_after == open_of(await views.holding(), cast)
     assert not any(k.node_id == lost for k in mine_after.values())
     assert after.version(lost) != before.version(lost)
     touched = {
-        e.envelope.aggregate_id for e in events[cut:]
-        if e.envelope.aggregate_type is AggregateType.NODE
+        e.envelope.aggregate_id for e in loss if e.envelope.aggregate_type is AggregateType.NODE
     }  # fmt: skip
     for node in {k.node_id for k in mine_before.values()} - touched:
         assert after.version(node) == before.version(node), node

@@ -3,6 +3,7 @@
 // and a count of those that have room now and wait for something else.
 
 import { h } from "../dom.js";
+import { groupBy } from "./cluster.js";
 import { ordinal } from "./format.js";
 
 export const KIND_WORDS = { fragmented: "fragmented", short: "not enough free", fits: "has room", oversized: "no node that large" };
@@ -21,7 +22,7 @@ function sessionLink(w) {
 
 /** One situation: a lone request's note in full; several requests of one shape that meet the
  * same room, said once with the first few named. */
-function situationItem(key, waiting) {
+function situationItem(waiting) {
   const first = waiting[0];
   const queue = h("a", { href: `#/operate/queue?group=${encodeURIComponent(first.resourceGroup)}` }, "queue");
   const item = { dataset: { session: first.sessionId, kind: first.note.kind, waiting: waiting.length } };
@@ -43,17 +44,12 @@ export function noteList(groups, { empty = "Nothing waits." } = {}) {
   const blocked = waiting.filter((w) => w.note && w.note.kind !== "fits");
   const fitting = waiting.filter((w) => w.note && w.note.kind === "fits");
   if (waiting.length === 0) return h("p", { class: "hint" }, empty);
-  const situations = new Map();
-  for (const w of blocked) {
-    const key = [w.resourceGroup, w.note.kind, w.note.situation || w.note.text].join("\u0000");
-    if (!situations.has(key)) situations.set(key, []);
-    situations.get(key).push(w);
-  }
-  const shown = [...situations].slice(0, SHOWN);
+  const situations = groupBy(blocked, (w) => [w.resourceGroup, w.note.kind, w.note.situation || w.note.text].join("\u0000"));
+  const shown = [...situations.values()].slice(0, SHOWN);
   const more = situations.size - shown.length;
   return [
     blocked.length > 0
-      ? h("ul", { class: "op-notes" }, shown.map(([key, ws]) => situationItem(key, ws)))
+      ? h("ul", { class: "op-notes" }, shown.map(situationItem))
       : h("p", { class: "hint" }, "No waiting session is blocked by a lack of room."),
     more > 0 && h("p", { class: "hint" }, `${more} more ${more === 1 ? "situation" : "situations"} on the `,
       h("a", { href: "#/operate/queue" }, "queue"), "."),
