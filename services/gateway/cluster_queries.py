@@ -52,6 +52,9 @@ from services.gateway.views import Views
 PAGE = 500
 MAX_WAITING = 2000
 """Waiting sessions read per answer (four pages of the sessions view)."""
+FEW_NODES = 500
+"""Nodes named beyond this are picked from every node's views (kept by the gateway) rather
+than read by id: a list of ids is one query parameter each."""
 MAX_NOTES = 200
 """Waiting sessions explained per answer, head of each queue first."""
 KEPT = 8
@@ -267,8 +270,11 @@ class Snapshot:
             return await self._views()
         wanted = set(node_ids)
         read = self._parts.get("node views")
-        if read is not None and read.done() and not read.cancelled() and not read.exception():
-            return [v for v in read.result() if v.id in wanted]
+        read_every = (
+            read is not None and read.done() and not read.cancelled() and not read.exception()
+        )
+        if read_every or len(wanted) > FEW_NODES:
+            return [v for v in await self._views() if v.id in wanted]
         if not wanted:
             return []
         return await self._ctx.views.nodes(sorted(wanted))

@@ -345,6 +345,20 @@ async def test_a_node_s_rows_come_alone(world: World) -> None:
     assert unknown["data"]["cluster"] == {"devices": [], "holds": [], "kernels": []}
 
 
+async def test_a_long_list_of_node_ids_is_answered_like_a_short_one(world: World) -> None:
+    # Each id read by id is a query parameter (PostgreSQL's driver takes at most 32,767): a
+    # long list is picked from every node's views instead.
+    node = world.cast.id("gpu-a")
+    query = """query($ids: [ID!]) { cluster {
+      nodes(nodeIds: $ids) { id } gpuMap(nodeIds: $ids) holds(nodeIds: $ids) { sessionName } } }"""
+    ids = [f"no-such-node-{i}" for i in range(40_000)] + [node]
+    body = await world.gw.gql(query, auth=world.gw.root, ids=ids)
+    assert "errors" not in body, body["errors"][:1]
+    answer = body["data"]["cluster"]
+    assert [n["id"] for n in answer["nodes"]] == [node] and list(answer["gpuMap"]) == [node]
+    assert [h["sessionName"] for h in answer["holds"]] == ["sixty", "theirs"]
+
+
 async def test_one_caller_s_picture_is_never_another_s(world: World) -> None:
     pictures(world.gw.services.views).entries.clear()
     cast, asked = world.cast, set()
