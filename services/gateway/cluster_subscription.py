@@ -5,7 +5,9 @@ hold the change, so an operator's page asks ``cluster`` again instead of polling
 ``ev.node.*``, ``ev.agent.*`` and ``ev.session.*`` through an ordered JetStream consumer from
 the log's end (never a core subscription), and watches the queue board (``jy-queues``); writes
 nothing. A tick names the nodes that changed, not sessions: a domain's admin may not know
-another domain's session ids."""
+another domain's session ids; it carries those nodes' rows, GPUs and holds as the subscriber
+may see them (``cluster_queries``' picture at the tick's position, worked out only when
+selected), so a page redraws them without asking again."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import strawberry
+from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from events.bus import Bus
@@ -23,8 +26,11 @@ from events.direct import RawMessage
 from events.queues import QueueBoard
 from schemas.subjects import AggregateType, events_of, parse_event_subject
 from schemas.tenancy import Role
+from services.gateway.cluster_queries import pictures
+from services.gateway.cluster_types import ClusterParts
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.live import check_still_valid, tail_from_end
+from services.gateway.types import Node
 from services.gateway.views import Views
 
 WATCHED = (AggregateType.NODE, AggregateType.AGENT, AggregateType.SESSION)
@@ -43,6 +49,27 @@ class ClusterChange:
     node_ids: list[str] = strawberry.field(description="nodes whose ledger or agent changed")
     sessions: int = strawberry.field(description="how many session events came")
     queues: bool = strawberry.field(description="a resource group's queue moved")
+    parts: strawberry.Private[ClusterParts | None] = None
+
+    def _parts(self) -> ClusterParts:
+        if self.parts is None:
+            raise RuntimeError("a tick is sent with the subscriber's picture")
+        return self.parts
+
+    @strawberry.field(
+        description="the nodes named, as the views hold them at `seq` (a node that left is "
+        "missing): `cluster { nodes(nodeIds: nodeIds) }` without asking again"
+    )
+    async def nodes(self) -> list[Node]:
+        return await self._parts().nodes(self.node_ids)
+
+    @strawberry.field(description="the named nodes' GPUs and holds, as `cluster { gpuMap }`")
+    async def gpu_map(self) -> JSON:
+        return cast(JSON, await self._parts().gpu_map(self.node_ids))
+
+    @strawberry.field(description="as `cluster { sessionsOnNodes }` at `seq`")
+    async def sessions_on_nodes(self) -> int:
+        return await self._parts().sessions_on_nodes()
 
 
 def summarise(messages: list[RawMessage]) -> tuple[list[str], int]:
@@ -108,8 +135,8 @@ class ClusterSubscription:
     @strawberry.subscription(
         description="A tick each time a node, an agent, a session or a queue changed, once "
         "the views hold it (changes that come closer together than `everyMs` are folded "
-        "into one tick): ask `cluster` again, for the nodes it names. For administrators "
-        "and monitors."
+        "into one tick), with the rows of the nodes it names; ask `cluster` again for the "
+        "rest. For administrators and monitors."
     )
     async def cluster_changes(
         self,
@@ -129,8 +156,10 @@ class ClusterSubscription:
         if not low <= every_ms <= high:
             raise invalid(f"everyMs must be between {low} and {high}, got {every_ms}")
         ctx = ctx_of(info)
+        kept = pictures(ctx.views)
         async for change in cluster_changes(
             ctx.bus, ctx.services.queues, ctx.views, every_s=every_ms / 1000
         ):
             check_still_valid(ctx)
+            change.parts = kept.of(change.seq, ctx, me)
             yield change

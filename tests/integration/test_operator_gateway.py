@@ -495,3 +495,68 @@ async def test_the_feed_ticks_with_the_node_once_the_views_hold_its_change(
         with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
             await first
         await ticks.aclose()
+
+
+CARRIED = """subscription { clusterChanges(everyMs: 50) {
+  seq nodeIds nodes { id hostname resourceGroup state } gpuMap sessionsOnNodes } }"""
+NAMED = """query($ids: [ID!]!) { cluster {
+  nodes(nodeIds: $ids) { id hostname resourceGroup state } gpuMap(nodeIds: $ids) } }"""
+
+
+async def test_a_tick_carries_the_named_nodes_as_the_subscriber_may_see_them(
+    world: World, bus: Bus
+) -> None:
+    # A node of its own in a group of its own, its one GPU half held by carol's session
+    # (another domain than the admin who follows).
+    cast = world.cast
+    node_id, group = cast.id("gpu-c"), f"{world.group}-c"
+    h = History(cast)
+    capacity = ResourceSlots.of(cpu="4", memory=8 * GIB, gpu="1")
+    (gpu,) = _gpus(node_id)[:1]
+    h.add(AggregateType.NODE, "gpu-c", 0, NodeRegistered(
+        hostname=node_id, resource_group=group, capacity=capacity, devices=(gpu,),
+    ))  # fmt: skip
+    h.add(AggregateType.AGENT, "gpu-c", 0, AgentRegistered(
+        epoch=1, hostname=node_id, backend="simulated", capacity=capacity, devices=(gpu,),
+        resource_group=group,
+    ))  # fmt: skip
+    spec = SessionSpec(
+        image="busybox", resource_group=group, name="halves",
+        kernels=(KernelSpec(resources=ResourceSlots.of(cpu="1", memory=GIB, gpu="0.5")),),
+    )  # fmt: skip
+    requested = SessionRequested(
+        spec=spec, kernel_ids=(cast.id("k-s4"),), owner=cast.people["carol"]
+    )
+    h.add(AggregateType.SESSION, "s4", 1, requested)
+    share = DeviceShare(index=0, uuid=gpu.uuid, hundredths=50)
+    h.add(AggregateType.NODE, "gpu-c", 2, ResourcesAllocated(
+        kernel_id=cast.id("k-s4"), session_id=cast.id("s4"),
+        slots=ResourceSlots.of(cpu="1", memory=GIB, gpu="0.5"), devices=(share,),
+    ))  # fmt: skip
+    board = QueueBoard.on(bus)
+    ticks = subscribe(world.gw.url, world.auth["admin"], CARRIED)
+    first = asyncio.ensure_future(anext(ticks))
+    try:
+        # The feed reads from the log's end: a queue that moves says when it is listening.
+        for total in range(100):
+            await board.publish(group, [], total)
+            await asyncio.wait({first}, timeout=0.5)
+            if first.done():
+                break
+        await write(EventStore(bus), h.events, {})
+        # The node's ticks until the one that holds the allocation (ticks 50 ms apart may
+        # come between the events).
+        while True:
+            change = (await asyncio.wait_for(anext(ticks), 10))["clusterChanges"]
+            gpus = change["gpuMap"].get(node_id)
+            if gpus and gpus[0]["holds"]:
+                break
+    finally:
+        await ticks.aclose()
+    asked = (await world.gw.gql(NAMED, auth=world.auth["admin"], ids=change["nodeIds"]))["data"]
+    assert change["nodes"] == asked["cluster"]["nodes"]
+    assert change["gpuMap"] == asked["cluster"]["gpuMap"]
+    assert [(n["id"], n["resourceGroup"]) for n in change["nodes"]] == [(node_id, group)]
+    ((held,),) = [g["holds"] for g in gpus]
+    assert (held["hundredths"], held["sessionId"], held["user"]) == (50, None, None)
+    assert change["sessionsOnNodes"] >= 2

@@ -8,7 +8,7 @@ import { hundredths } from "./format.js";
 
 const RESOURCES = "{ cpu memoryBytes gpu }";
 // Plain strings, not templates: bench/console.py fills the queries' ${NAME} parts from them.
-const NODE = "id hostname resourceGroup state reason allocations capacity { cpu memoryBytes gpu } used { cpu memoryBytes gpu }";
+export const NODE = "id hostname resourceGroup state reason allocations capacity { cpu memoryBytes gpu } used { cpu memoryBytes gpu }";
 const KERNEL = "nodeId sessionId sessionName kernelId user started since resources { cpu memoryBytes gpu }";
 const NOTE = "sessionId resourceGroup kind text situation";
 
@@ -113,6 +113,13 @@ export async function loadCluster(open = []) {
  * that is gone is missing from `nodes`. */
 export async function loadNodes(ids, open = []) {
   return joined((await gql(NODES, { ids: [...ids], open: [...open] })).cluster);
+}
+
+/** What a clusterChanges tick carries of the nodes it names (ask them with `CHANGED`):
+ * {seq, sessionsOnNodes, nodes} as `loadNodes` answers, without kernels. */
+export const CHANGED = `sessionsOnNodes nodes { ${NODE} } gpuMap`;
+export function changedNodes(change) {
+  return joined({ seq: change.seq, sessionsOnNodes: change.sessionsOnNodes, nodes: change.nodes, gpuMap: change.gpuMap });
 }
 
 /** The queues and the notes now: {seq, groups, notes}. */

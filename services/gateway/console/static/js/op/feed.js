@@ -5,14 +5,21 @@
 
 import * as live from "../live.js";
 
-export const CLUSTER_CHANGES = `subscription ClusterChanges($every: Int! = 500) {
-  clusterChanges(everyMs: $every) { seq nodeIds sessions queues }
+const TICK = "seq nodeIds sessions queues";
+
+/** The subscription, each tick with `fields` of ClusterChange besides its own (e.g. the named
+ * nodes' rows: `nodes { … } gpuMap`). */
+export function clusterChanges(fields = "") {
+  return `subscription ClusterChanges($every: Int! = 500) {
+  clusterChanges(everyMs: $every) { ${TICK} ${fields} }
 }`;
+}
 
 /** Call onTick(change) on every tick (and onTick(null) after a reconnect, not after the first
- * connection) until the page is left; at most one tick every `every` ms. */
-export function followCluster(scope, onTick, { onError, every = 500 } = {}) {
-  const stop = live.subscribe(CLUSTER_CHANGES, { every }, {
+ * connection) until the page is left; at most one tick every `every` ms; each tick with
+ * `fields` besides its own. */
+export function followCluster(scope, onTick, { onError, every = 500, fields = "" } = {}) {
+  const stop = live.subscribe(clusterChanges(fields), { every }, {
     next: (data) => onTick(data.clusterChanges),
     error: onError,
   });

@@ -1,15 +1,15 @@
 // Operate › Cluster: every node with its state (cordon, drain and uncordon from its card), the
 // GPU map of every device with its whole and fractional holds, the sessions on a node when its
 // card is opened, and why waiting requests do not fit, in words. Live: the clusterChanges
-// subscription says which nodes changed (no polling); only those are asked again and drawn,
-// and the notes at most once a second. A card's body (meters, GPU map, actions) is drawn when
+// subscription says which nodes changed and carries their rows (no polling, no second ask);
+// only those are drawn, and the notes asked again at most once a second. A card's body (meters, GPU map, actions) is drawn when
 // it comes near the screen, so a thousand nodes cost a screenful to show.
 
 import { gql } from "../api.js";
 import { bytes, clockEl, h, replace } from "../dom.js";
 import { errorBox } from "../errors.js";
 import { addNavItem } from "../nav.js";
-import { loadCluster, loadKernels, loadNodes, loadNotes } from "../op/cluster.js";
+import { CHANGED, changedNodes, loadCluster, loadKernels, loadNodes, loadNotes } from "../op/cluster.js";
 import { followCluster, refresher } from "../op/feed.js";
 import { OPERATORS, gpuAmount, mayOperateNodes } from "../op/format.js";
 import { gpuMap, kernelTable, meter, signature } from "../op/gpu-map.js";
@@ -26,7 +26,7 @@ const EAGER = 24; // cards whose body a full load draws at once: more than a scr
 const NEAR = "1200px 0px"; // how close to the screen a card's body is drawn
 const TICK_MS = 50; // the most often the page hears of a change
 const NOTES_GAP_MS = 1000; // the most often the queues and notes are asked again
-const NOTES_AFTER_MS = 300; // after a tick: the nodes it names are asked first
+const NOTES_AFTER_MS = 300; // after a tick: its nodes are drawn first
 
 function stateBadge(node) {
   return h("span", { class: `op-state op-state-${node.state}`, dataset: { state: node.state } }, node.state);
@@ -317,8 +317,25 @@ definePage({
       stamp();
     };
 
-    // The nodes a tick named, asked again together: a card is drawn from the answer, a node
-    // that joined or left draws the whole page again.
+    /** Nodes as of `model.seq` ({seq, sessionsOnNodes, nodes}), for the `ids` asked: a node
+     * that joined or left draws the whole page again. */
+    const drawNodes = async (ids, model) => {
+      const found = new Map(model.nodes.map((n) => [n.id, n]));
+      if (ids.some((id) => found.has(id) !== cards.has(id))) {
+        await full();
+        return;
+      }
+      sessionsOnNodes = model.sessionsOnNodes;
+      seen.nodes = Math.max(seen.nodes, model.seq);
+      for (const node of found.values()) {
+        if (!opened.has(node.id)) node.kernels = null;
+        draw(node, model.seq);
+      }
+      stamp();
+    };
+
+    // Nodes asked again together (after a form was sent; an open card a tick named, for its
+    // sessions).
     const named = new Set();
     const loadNamed = async () => {
       const ids = [...named];
@@ -331,20 +348,7 @@ definePage({
         if (!scope.left) replace(problems, errorBox(error, "The cluster could not be read"));
         return;
       }
-      if (scope.left) return;
-      const found = new Map(model.nodes.map((n) => [n.id, n]));
-      const joinedOrLeft = ids.some((id) => found.has(id) !== cards.has(id));
-      if (joinedOrLeft) {
-        await full();
-        return;
-      }
-      sessionsOnNodes = model.sessionsOnNodes;
-      seen.nodes = Math.max(seen.nodes, model.seq);
-      for (const node of found.values()) {
-        if (!opened.has(node.id)) node.kernels = null;
-        draw(node, model.seq);
-      }
-      stamp();
+      if (!scope.left) await drawNodes(ids, model);
     };
 
     const loadNotesNow = async () => {
@@ -368,13 +372,18 @@ definePage({
         full();
         return;
       }
-      for (const id of change.nodeIds) named.add(id);
-      if (named.size > 0) nodesAgain();
+      if (change.nodeIds.length > 0) {
+        // The tick carries the rows of the nodes it names; an open card's sessions are asked.
+        drawNodes(change.nodeIds, changedNodes(change));
+        for (const id of change.nodeIds) if (opened.has(id)) named.add(id);
+        if (named.size > 0) nodesAgain();
+      }
       if (change.queues || change.sessions > 0 || change.nodeIds.length > 0) {
         setTimeout(() => { if (!scope.left) notesAgain(); }, NOTES_AFTER_MS);
       }
     }, {
       every: TICK_MS,
+      fields: CHANGED,
       onError: (error) => replace(problems, errorBox(error, "Live updates stopped")),
     });
   },
