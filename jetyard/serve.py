@@ -5,7 +5,8 @@ environment variables (pydantic-settings), built once here and passed down. Ever
 asks about ``stop`` only once it has started (connected, caught up with the log, registered,
 serving): that first question is its readiness, logged ("<service> ready") and, when
 ``JETYARD_READY_FILE`` names a file, written there (its pid) for ``jetyard up``; the file is
-removed when the service ends.
+removed when the service ends. From then on its heap is kept out of the cyclic garbage
+collector's walks (``jetyard/heap.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
+from jetyard.heap import freeze_after_collecting, keep_frozen
 from jetyard.runtime import mark_ready
 from schemas.settings import NatsSettings
 
@@ -107,7 +109,12 @@ SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
 
 
 async def _serve(name: str, ready_file: Path | None) -> None:
+    freezing: list[asyncio.Task[None]] = []
+
     def ready() -> None:
+        # Started: what it holds from now on stays out of the collector's walks (jetyard/heap).
+        freeze_after_collecting()
+        freezing.append(asyncio.ensure_future(keep_frozen()))
         log.info("%s ready", name)
         if ready_file is not None:
             mark_ready(ready_file)
@@ -134,6 +141,8 @@ async def _serve(name: str, ready_file: Path | None) -> None:
             log.error("%s did not stop within %ss; exiting", name, SHUTDOWN_GRACE_S)
             os._exit(1)
     stopping.cancel()
+    for task in freezing:
+        task.cancel()
     running.result()
     log.info("%s stopped", name)
 

@@ -1,0 +1,61 @@
+"""``jetyard/heap.py``: a service's heap frozen out of the collector's walks, and what that
+relies on: a frozen object is still freed by reference counting when it is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from jetyard.heap import freeze_after_collecting, keep_frozen
+
+
+class Held:
+    pass
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()  # the other tests' objects go back to the collector
+
+
+def test_what_is_alive_at_the_start_is_frozen_and_garbage_is_collected_first(
+    unfrozen: None,
+) -> None:
+    looped = Held()
+    looped.me = looped  # type: ignore[attr-defined]
+    in_cycle = weakref.ref(looped)
+    del looped
+    freeze_after_collecting()
+    assert in_cycle() is None  # the startup's cyclic garbage was collected, not frozen
+    assert gc.get_freeze_count() > 0
+    assert gc.get_count()[2] == 0  # nothing left in the oldest generation to walk
+
+
+def test_a_frozen_object_is_still_freed_when_dropped(unfrozen: None) -> None:
+    held = Held()
+    alive = weakref.ref(held)
+    gc.freeze()
+    assert alive() is held
+    del held
+    assert alive() is None
+
+
+async def test_what_is_made_later_is_frozen_every_period(unfrozen: None) -> None:
+    gc.freeze()
+    before = gc.get_freeze_count()
+    made = [Held() for _ in range(1000)]
+    freezing = asyncio.ensure_future(keep_frozen(every_s=0.01))
+    try:
+        await asyncio.sleep(0.1)
+        assert gc.get_freeze_count() >= before + len(made)
+    finally:
+        freezing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await freezing
