@@ -75,7 +75,10 @@ async def _pending(ctx: Context, me: Principal) -> list[SessionView]:
     found: list[SessionView] = []
     after: str | None = None
     while len(found) < MAX_WAITING:
-        page = await ctx.views.sessions(first=PAGE, after=after, status="PENDING", domain=domain)
+        # A waiting session's reason is its row's; the status history is not read.
+        page = await ctx.views.sessions(
+            first=PAGE, after=after, status="PENDING", domain=domain, with_history=False
+        )
         found.extend(page.rows)
         if not page.has_next:
             break

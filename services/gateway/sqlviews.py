@@ -42,6 +42,7 @@ class SqlViews:
         domain: str | None = None,
         user_id: str | None = None,
         newest_first: bool = False,
+        with_history: bool = True,
     ) -> SessionPage:
         return await queries.list_sessions(
             self._engine,
@@ -50,7 +51,7 @@ class SqlViews:
             status=status,
             domain=domain,
             user_id=user_id,
-            with_history=True,
+            with_history=with_history,
             newest_first=newest_first,
         )
 

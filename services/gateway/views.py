@@ -27,10 +27,12 @@ class Views(Protocol):
         domain: str | None = None,
         user_id: str | None = None,
         newest_first: bool = False,
+        with_history: bool = True,
     ) -> SessionPage:
-        """A page in request order, each session with its history; ``domain`` and ``user_id``
-        narrow it to the owner's (the resolvers pass them by the caller's role); ``newest_first``
-        reverses the order. Cursors stay valid under any filter."""
+        """A page in request order, each session with its history (``with_history``: else
+        none read); ``domain`` and ``user_id`` narrow it to the owner's (the resolvers pass
+        them by the caller's role); ``newest_first`` reverses the order. Cursors stay valid
+        under any filter."""
         ...
 
     async def count_sessions(
