@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
 import strawberry
@@ -72,56 +73,69 @@ class ClusterChange:
         return await self._parts().sessions_on_nodes()
 
 
-def summarise(messages: list[RawMessage]) -> tuple[list[str], int]:
-    """(the node ids named, how many session events) of a batch."""
-    nodes: dict[str, None] = {}
-    sessions = 0
-    for message in messages:
-        kind, aggregate_id = parse_event_subject(message.subject)
-        if kind is AggregateType.SESSION:
-            sessions += 1
-        else:
-            nodes[aggregate_id] = None
-    return list(nodes), sessions
+@dataclass
+class Gathered:
+    """What came since the last tick: the node ids named (in order), how many session events,
+    whether a queue moved, and the log position of the last message."""
+
+    nodes: dict[str, None] = field(default_factory=dict)
+    sessions: int = 0
+    queues: bool = False
+    seq: int = 0
+
+    def add(self, messages: list[RawMessage]) -> None:
+        for message in messages:
+            kind, aggregate_id = parse_event_subject(message.subject)
+            if kind is AggregateType.SESSION:
+                self.sessions += 1
+            else:
+                self.nodes[aggregate_id] = None
+        if messages:
+            self.seq = messages[-1].seq
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.sessions or self.queues)
 
 
 async def cluster_changes(
     bus: Bus, board: QueueBoard, views: Views, *, every_s: float = EVERY_MS / 1000,
     poll_s: float = 1.0,
 ) -> AsyncGenerator[ClusterChange, None]:  # fmt: skip
-    """Ticks from now on: the nodes and agents named and the session events counted in each
-    batch the log gave, or a queue that moved; each once the views hold it."""
+    """Ticks from now on: the nodes and agents named and the session events counted since
+    the last tick, or a queue that moved; each once the views hold it. A change after a quiet
+    spell ticks at once; one that comes sooner than ``every_s`` after the last tick waits for
+    that, and what else comes meanwhile goes in the same tick."""
     tail = await tail_from_end(bus, [events_of(k) for k in WATCHED])
     # A fetch is never cancelled mid-way (the tail would see a gap and reopen its consumer);
     # a wait on the board is cheap to cancel.
     fetching = asyncio.create_task(tail.fetch_raw(timeout=poll_s))
     moved = asyncio.create_task(board.changed(board.generation))
-    last_tick = 0.0
+    last_tick = -every_s
+    came = Gathered()
     try:
         while True:
-            await asyncio.wait({fetching, moved}, return_when=asyncio.FIRST_COMPLETED)
-            nodes: list[str] = []
-            sessions, queues, seq = 0, False, 0
+            due = last_tick + every_s - time.monotonic()
+            await asyncio.wait(
+                {fetching, moved},
+                timeout=max(due, 0) if came else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             if fetching.done():
-                messages = fetching.result()
-                nodes, sessions = summarise(messages)
-                seq = messages[-1].seq if messages else 0
+                came.add(fetching.result())
                 fetching = asyncio.create_task(tail.fetch_raw(timeout=poll_s))
             if moved.done():
-                queues = True
+                came.queues = True
                 moved = asyncio.create_task(board.changed(moved.result()))
-            if not (nodes or sessions or queues):
+            if not came or time.monotonic() < last_tick + every_s:
                 continue
-            pause = last_tick + every_s - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            if seq:
-                await views.wait_for(seq, SETTLE_S)
+            if came.seq:
+                await views.wait_for(came.seq, SETTLE_S)
             last_tick = time.monotonic()
             yield ClusterChange(
-                seq=max(seq, await views.position()), node_ids=nodes, sessions=sessions,
-                queues=queues,
+                seq=max(came.seq, await views.position()), node_ids=list(came.nodes),
+                sessions=came.sessions, queues=came.queues,
             )  # fmt: skip
+            came = Gathered()
     finally:
         for task in (fetching, moved):
             task.cancel()

@@ -560,3 +560,42 @@ async def test_a_tick_carries_the_named_nodes_as_the_subscriber_may_see_them(
     ((held,),) = [g["holds"] for g in gpus]
     assert (held["hundredths"], held["sessionId"], held["user"]) == (50, None, None)
     assert change["sessionsOnNodes"] >= 2
+
+
+async def test_changes_sooner_than_every_ms_after_a_tick_go_in_the_next_one_together(
+    world: World, bus: Bus
+) -> None:
+    services = world.gw.services
+    ticks = cluster_changes(bus, services.queues, services.views, every_s=1.0, poll_s=0.2)
+    store, cast = EventStore(bus), world.cast
+    names = [f"fold-{i}" for i in range(3)]
+
+    async def join(name: str) -> None:
+        h = History(cast)
+        registered = NodeRegistered(
+            hostname=cast.id(name), resource_group=f"{world.group}-fold",
+            capacity=ResourceSlots.of(cpu="2", memory=GIB),
+        )  # fmt: skip
+        h.add(AggregateType.NODE, name, 0, registered)
+        ref = AggregateRef(AggregateType.NODE, cast.id(name))
+        await store.append(Write(ref, 0, (h.events[0].envelope,)))
+
+    first = asyncio.ensure_future(anext(ticks))
+    try:
+        await asyncio.sleep(0.5)  # the feed reads from the log's end: start it first
+        await join(names[0])
+        tick = await asyncio.wait_for(first, 10)
+        while cast.id(names[0]) not in tick.node_ids:
+            tick = await asyncio.wait_for(anext(ticks), 10)
+        # Two nodes join one after the other, well within the second after that tick: the
+        # next tick names both.
+        await join(names[1])
+        await asyncio.sleep(0.3)
+        await join(names[2])
+        later = await asyncio.wait_for(anext(ticks), 10)
+        assert later.node_ids == [cast.id(names[1]), cast.id(names[2])]
+    finally:
+        first.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await first
+        await ticks.aclose()

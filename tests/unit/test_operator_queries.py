@@ -19,7 +19,7 @@ from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role
 from services.gateway.cluster_queries import Pictures, ordinal
-from services.gateway.cluster_subscription import summarise
+from services.gateway.cluster_subscription import Gathered
 from services.gateway.context import Context
 from services.gateway.event_log_queries import HIDDEN, logged, redact
 from services.gateway.usage_views import UsageViews
@@ -64,15 +64,18 @@ def test_an_event_is_shown_with_its_place_version_actor_and_hidden_env() -> None
     assert payload["kernel_id"] == "k1"
 
 
-def test_a_batch_names_its_nodes_and_agents_once_and_counts_sessions() -> None:
-    def message(subject: str) -> RawMessage:
-        return RawMessage(seq=1, subject=subject, data=b"", headers={})
+def test_a_tick_names_its_nodes_and_agents_once_and_counts_sessions() -> None:
+    def message(seq: int, subject: str) -> RawMessage:
+        return RawMessage(seq=seq, subject=subject, data=b"", headers={})
 
-    batch = [message(s) for s in (
-        "ev.node.n1", "ev.session.s1", "ev.agent.n2", "ev.node.n1", "ev.session.s2",
-    )]  # fmt: skip
-    assert summarise(batch) == (["n1", "n2"], 2)
-    assert summarise([]) == ([], 0)
+    came = Gathered()
+    came.add([])
+    assert not came and came.seq == 0
+    came.add([message(1, "ev.node.n1"), message(2, "ev.session.s1"), message(3, "ev.agent.n2")])
+    came.add([message(7, "ev.node.n1"), message(9, "ev.session.s2")])
+    came.add([])  # an empty fetch keeps the last position
+    assert (list(came.nodes), came.sessions, came.seq, came.queues) == (["n1", "n2"], 2, 9, False)
+    assert Gathered(queues=True)  # a queue that moved alone is a change
 
 
 def test_ordinals() -> None:
