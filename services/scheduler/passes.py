@@ -63,10 +63,13 @@ async def run_pass(
         lock=writing,
     )
 
-    def decide_pass(space: Workspace) -> Work:
+    def decide_pass(space: Workspace, *, facts_only: bool = False) -> Work:
         taken = state.take_work()
         try:
-            decide(state, taken, space, now(), may_admit, may_place)
+            if facts_only:
+                decide_facts(state, taken, space, now())
+            else:
+                decide(state, taken, space, now(), may_admit, may_place)
         except BaseException:
             state.give_back(taken)
             raise
@@ -74,8 +77,27 @@ async def run_pass(
             log.debug("pass: %d events in %d batch(es)", space.events, len(space.batches))
         return taken
 
+    written = 0
+    if state.has_facts() and state.has_placement_work():
+        # Facts first: a kernel's end (its session's, its slots given back) is stored before
+        # the queues are placed, never waiting behind a long queue's placement; the placement
+        # then sees the slots given back.
+        _, stored = await work.run(
+            lambda space: decide_pass(space, facts_only=True),
+            what="the decision pass (facts)", undo=state.give_back,
+        )  # fmt: skip
+        written += sum(len(c.seqs) for _, c in stored.batches)
     _, stored = await work.run(decide_pass, what="the decision pass", undo=state.give_back)
-    return sum(len(c.seqs) for _, c in stored.batches)
+    return written + sum(len(c.seqs) for _, c in stored.batches)
+
+
+def decide_facts(state: SchedulerState, work: Work, space: Workspace, now: datetime) -> None:
+    """What agents and kernels reported, alone: node ledgers for new agents, then each kernel
+    fact (a session follows, an ended kernel's slots go back)."""
+    for agent_id in work.agents:
+        register_node(state, agent_id, space, now)
+    for fact in work.facts:
+        apply_fact(state, fact, space, now)
 
 
 def decide(
@@ -91,10 +113,7 @@ def decide(
     left waiting, preemption, so each step sees what the steps before it decided in this
     very pass."""
     state.next_wake = None
-    for agent_id in work.agents:
-        register_node(state, agent_id, space, now)
-    for fact in work.facts:
-        apply_fact(state, fact, space, now)
+    decide_facts(state, work, space, now)
     declare_lost(state, space, now)
     stop_at_drain_deadlines(state, space, now)
     stop_timed_out(state, space, now)

@@ -23,7 +23,7 @@ from schemas.devices import DeviceShare
 from schemas.session import SessionStatus
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner, quota_id_for
 from services.scheduler.steps.place import offer_of
-from tests.unit.pass_support import World, slots
+from tests.unit.pass_support import Watched, World, slots
 
 
 def scopes_of(owner: SessionOwner) -> set[str]:
@@ -231,3 +231,49 @@ async def test_a_node_s_offer_is_kept_until_its_ledger_or_agent_changes() -> Non
     await world.decide()  # one more fits on the kept offer's free GPU, the next waits
     assert len(world.stored(SessionScheduled)) == 2
     assert offer_of(world.state, node).free.gpu_hundredths == 0
+
+
+async def test_a_kernel_s_end_is_stored_before_the_queue_is_placed() -> None:
+    # One GPU: the first session holds it, the second waits for it.
+    world = World()
+    await world.tenancy()
+    node_id = await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    first = await world.create(slots(gpu=1))
+    second = await world.create(slots(gpu=1))
+    await world.decide()
+    await world.started(first)
+    await world.decide()
+    await world.exited(first, 0)
+    watched = Watched(world.store)
+
+    await world.decide(store=watched)
+
+    names = [[e.name for w in commit for e in w.events] for commit in watched.handed]
+    # The end first, alone (a long queue's placement never delays it)...
+    assert sorted(names[0]) == ["ResourcesReleased", "SessionTerminated"]
+    # ...then the placement, which sees the GPU given back.
+    placed = [name for commit in names[1:] for name in commit]
+    assert {"QuotaReleased", "ResourcesAllocated", "SessionScheduled"} <= set(placed)
+    assert [sid for sid, _ in world.stored(SessionScheduled)][-1] == second
+    assert (await world.ledger(node_id)).allocations.keys() == {
+        world.state.sessions[second].session.main_kernel
+    }
+
+
+async def test_a_kernel_s_end_with_nothing_waiting_is_one_commit() -> None:
+    world = World()
+    await world.tenancy()
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    first = await world.create(slots(gpu=1))
+    await world.decide()
+    await world.started(first)
+    await world.decide()
+    await world.exited(first, 0)
+    watched = Watched(world.store)
+
+    await world.decide(store=watched)
+
+    (commit,) = watched.handed
+    assert {"ResourcesReleased", "SessionTerminated", "QuotaReleased"} <= {
+        e.name for w in commit for e in w.events
+    }

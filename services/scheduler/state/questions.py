@@ -33,6 +33,14 @@ class Questions(StateModel):
         self.facts.clear()
         return work
 
+    def has_facts(self) -> bool:
+        """Kernel facts wait to be decided (a kernel started, exited or failed)."""
+        return bool(self.facts)
+
+    def has_placement_work(self) -> bool:
+        """Sessions wait to be admitted or placed."""
+        return any(self.unadmitted.values()) or any(self.waiting.values())
+
     def give_back(self, work: Work) -> None:
         """Put taken work back in front (facts keep their order; deciding them is idempotent)."""
         self.agents_to_check = dict.fromkeys([*work.agents, *self.agents_to_check])
