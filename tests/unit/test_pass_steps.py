@@ -233,17 +233,23 @@ async def test_a_node_s_offer_is_kept_until_its_ledger_or_agent_changes() -> Non
     assert offer_of(world.state, node).free.gpu_hundredths == 0
 
 
-async def test_a_kernel_s_end_is_stored_before_the_queue_is_placed() -> None:
-    # One GPU: the first session holds it, the second waits for it.
+async def one_exited(*, waiting: int) -> tuple[World, str, list[str]]:
+    """A one-GPU node whose session has exited (the fact not decided yet), with ``waiting``
+    more sessions waiting for the GPU: (the world, the node, the waiting sessions)."""
     world = World()
     await world.tenancy()
     node_id = await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
     first = await world.create(slots(gpu=1))
-    second = await world.create(slots(gpu=1))
+    others = [await world.create(slots(gpu=1)) for _ in range(waiting)]
     await world.decide()
     await world.started(first)
     await world.decide()
     await world.exited(first, 0)
+    return world, node_id, others
+
+
+async def test_a_kernel_s_end_is_stored_before_the_queue_is_placed() -> None:
+    world, node_id, (second,) = await one_exited(waiting=1)
     watched = Watched(world.store)
 
     await world.decide(store=watched)
@@ -261,14 +267,7 @@ async def test_a_kernel_s_end_is_stored_before_the_queue_is_placed() -> None:
 
 
 async def test_a_kernel_s_end_with_nothing_waiting_is_one_commit() -> None:
-    world = World()
-    await world.tenancy()
-    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
-    first = await world.create(slots(gpu=1))
-    await world.decide()
-    await world.started(first)
-    await world.decide()
-    await world.exited(first, 0)
+    world, _, _ = await one_exited(waiting=0)
     watched = Watched(world.store)
 
     await world.decide(store=watched)
