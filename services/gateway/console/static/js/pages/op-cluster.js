@@ -2,8 +2,9 @@
 // GPU map of every device with its whole and fractional holds, the sessions on a node when its
 // card is opened, and why waiting requests do not fit, in words. Live: the clusterChanges
 // subscription says which nodes changed and carries their rows (no polling, no second ask);
-// only those are drawn, and the notes asked again at most once a second. A card's body (meters, GPU map, actions) is drawn when
-// it comes near the screen, so a thousand nodes cost a screenful to show.
+// only those are drawn, and the notes asked again at most once a second. A card's body
+// (meters, GPU map, actions) is drawn when it comes near the screen, so a thousand nodes cost
+// a screenful to show.
 
 import { gql } from "../api.js";
 import { bytes, clockEl, h, replace } from "../dom.js";
