@@ -533,6 +533,11 @@ async def test_a_tick_carries_the_named_nodes_as_the_subscriber_may_see_them(
         kernel_id=cast.id("k-s4"), session_id=cast.id("s4"),
         slots=ResourceSlots.of(cpu="1", memory=GIB, gpu="0.5"), devices=(share,),
     ))  # fmt: skip
+    # Started, as the scheduler and the agent would have it (other tests' schedulers fold the
+    # same log).
+    started = KernelStarted(kernel_id=cast.id("k-s4"), session_id=cast.id("s4"), container_id="c")
+    h.add(AggregateType.AGENT, "gpu-c", 3, started)
+    h.add(AggregateType.SESSION, "s4", 3, SessionStarted(reason="kernel started"))
     board = QueueBoard.on(bus)
     ticks = subscribe(world.gw.url, world.auth["admin"], CARRIED)
     first = asyncio.ensure_future(anext(ticks))

@@ -4,13 +4,15 @@ was last known of each kernel, and the kernels they had on other nodes are asked
 from __future__ import annotations
 
 from commands.messages import CreateSession
+from commands.node import Node
 from commands.outcome import Accepted
 from events.domain.node import KernelStopRequested, NodeLost
 from schemas.ids import session_id_for
 from schemas.principal import SYSTEM_TENANT
 from schemas.session import ClusterMode, KernelSpec, SessionSpec, SessionStatus
 from schemas.tenancy import KeypairPolicyLimits
-from tests.unit.pass_support import ADMIN, IMAGE, World, slots
+from tests.unit.pass_support import ADMIN, IMAGE, World, rival, slots
+from tests.unit.scenario import T0
 
 
 async def test_a_multi_node_session_ends_and_its_kernels_elsewhere_are_stopped() -> None:
@@ -50,3 +52,29 @@ async def test_a_multi_node_session_ends_and_its_kernels_elsewhere_are_stopped()
     ((node_id, stop),) = world.stored(KernelStopRequested, after=mark)
     assert node_id == second and stop.kernel_id != on_first
     assert world.state.nodes[first].allocations == {}
+
+
+async def test_a_ledger_holding_a_session_never_placed_does_not_stop_the_loss() -> None:
+    # Another writer's allocation on the node for a session the log never scheduled (still
+    # PENDING): a history the scheduler does not write, and one it must get past.
+    world = World()
+    await world.tenancy()
+    node_id = await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    placed = await world.create(slots(gpu=1))
+    waiting = await world.create(slots(gpu=1))
+    await world.decide()
+    kernel = world.state.sessions[waiting].session.main_kernel
+    await rival(
+        world.store, Node, node_id,
+        lambda node: node.allocate(kernel, waiting, slots(cpu=1, mem=1), T0),
+    )  # fmt: skip
+    await world.sync()
+    mark = world.last_seq()
+
+    world.state.gone[node_id] = None  # its heartbeat expired
+    await world.decide()
+
+    assert [n for n, _ in world.stored(NodeLost, after=mark)] == [node_id]
+    assert world.state.sessions[placed].session.status is SessionStatus.TERMINATED
+    assert world.state.sessions[waiting].session.status is SessionStatus.PENDING
+    assert world.state.nodes[node_id].allocations == {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from commands.errors import DomainError
 from commands.session import Session
 from events.envelope import Cause
 from events.writes import AggregateRef
@@ -58,11 +59,17 @@ def declare_lost(state: SchedulerState, space: Workspace, now: datetime) -> None
                 for k, n in session.placements.items()
                 if n != agent_id and not session.kernel(k).status.has_ended
             ]
-            if session.requeue(f"{text}; placed again ({_attempt(session)})", now):
-                requeued.append(session)
-                elsewhere += old
-            elif session.mark_terminated(text, now):  # nothing for an ended session
-                ended.append(session)
+            try:
+                if session.requeue(f"{text}; placed again ({_attempt(session)})", now):
+                    requeued.append(session)
+                    elsewhere += old
+                elif session.mark_terminated(text, now):  # nothing for an ended session
+                    ended.append(session)
+            except DomainError as exc:
+                # Slots held for a session that was never placed (another writer's ledger):
+                # they go with the node, the session stays as it is. Raising here would fail
+                # every pass from now on.
+                log.error("node %s lost: session %s left as it is (%s)", name, session.id, exc)
         stops = [n for s in ended for n in stop_the_rest(s, space, now, skip=node)]
         for kernel_id, node_id in elsewhere:
             other = space.node(node_id)
