@@ -21,7 +21,7 @@ import asyncio
 import time
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar, cast
@@ -45,6 +45,7 @@ from services.gateway.cluster_types import (
     WaitingSession,
 )
 from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.node_views import MANY_IDS
 from services.gateway.types import Node
 from services.gateway.usage_views import UsageViews
 from services.gateway.views import Views
@@ -52,9 +53,6 @@ from services.gateway.views import Views
 PAGE = 500
 MAX_WAITING = 2000
 """Waiting sessions read per answer (four pages of the sessions view)."""
-FEW_NODES = 500
-"""Nodes named beyond this are picked from every node's views (kept by the gateway) rather
-than read by id: a list of ids is one query parameter each."""
 MAX_NOTES = 200
 """Waiting sessions explained per answer, head of each queue first."""
 KEPT = 8
@@ -240,19 +238,30 @@ class Snapshot:
         self._people = People(ctx, me)
         self._picture = Picture(me, self._people)
         self._rows, self._open = rows, open_kernels
-        self._parts: dict[str, asyncio.Future[Any]] = {}
+        self._parts: dict[Hashable, asyncio.Future[Any]] = {}
         self.made: list[str] = []
         """The parts worked out, in order (each once): what an answer cost."""
         self.built = 0
         """Node rows built (not found in the row cache)."""
 
-    async def _once(self, name: str, make: Callable[[], Awaitable[T]]) -> T:
-        part = self._parts.get(name)
-        if part is None or (part.done() and (part.cancelled() or part.exception())):
+    def _failed(self, key: Hashable) -> bool:
+        part = self._parts[key]
+        return part.done() and (part.cancelled() or part.exception() is not None)
+
+    def _has(self, key: Hashable) -> bool:
+        """The part is worked out (not only under way)."""
+        return key in self._parts and self._parts[key].done() and not self._failed(key)
+
+    async def _once(
+        self, name: str, make: Callable[[], Awaitable[T]], *, key: Hashable = None
+    ) -> T:
+        """The part ``name`` (under ``key``, when a name has several), worked out once."""
+        key = name if key is None else key
+        if key not in self._parts or self._failed(key):
             self.made.append(name)
-            part = self._parts[name] = asyncio.ensure_future(make())
+            self._parts[key] = asyncio.ensure_future(make())
         # Shielded: one caller that goes away does not cancel the part the others wait for.
-        return cast(T, await asyncio.shield(part))
+        return cast(T, await asyncio.shield(self._parts[key]))
 
     async def _views(self) -> list[NodeView]:
         async def views() -> list[NodeView]:
@@ -268,19 +277,20 @@ class Snapshot:
     async def _chosen(self, node_ids: list[str] | None) -> list[NodeView]:
         """Every node's view, read once per picture; or only those named, read alone (a
         tick's few nodes: not a thousand rows to keep three), unless every node's were
-        read already."""
+        read already or they are many (picked from every node's views, which the gateway
+        keeps: ``node_views``)."""
         if node_ids is None:
             return await self._views()
         wanted = set(node_ids)
-        read = self._parts.get("node views")
-        read_every = (
-            read is not None and read.done() and not read.cancelled() and not read.exception()
-        )
-        if read_every or len(wanted) > FEW_NODES:
+        if self._has("node views") or len(wanted) > MANY_IDS:
             return [v for v in await self._views() if v.id in wanted]
         if not wanted:
             return []
-        return await self._ctx.views.nodes(sorted(wanted))
+        # Read once per picture for these ids: a tick's `nodes` and `gpuMap` ask the same.
+        ids = sorted(wanted)
+        return await self._once(
+            "named node views", lambda: self._ctx.views.nodes(ids), key=("named", *ids)
+        )
 
     async def nodes(self, node_ids: list[str] | None = None) -> list[Node]:
         async def nodes() -> list[Node]:

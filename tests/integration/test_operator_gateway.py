@@ -228,6 +228,11 @@ def snapshots(world: World) -> list[Snapshot]:
         ("{ cluster { nodes { id } } }", {"node views", "nodes"}),  # no kernel, queue, note
         ("{ cluster { devices { index } holds { index } } }", {"node views", "holding"}),
         ("{ cluster { gpuMap } }", {"node views", "holding"}),
+        # A few nodes named by two fields: read once for both.
+        (
+            '{ cluster { nodes(nodeIds: ["n1", "n2"]) { id } gpuMap(nodeIds: ["n2", "n1"]) } }',
+            {"named node views", "holding"},
+        ),
         ("{ cluster { waiting { sessionId } } }", {"queues"}),  # no node
         (
             "{ cluster { notes { sessionId } } }",
