@@ -13,6 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from projections import queries
 from projections.queries import NodeView
 
+MANY_IDS = 500
+"""Nodes beyond this many are read with every row rather than by id: a list of ids is one
+query parameter each (PostgreSQL's driver takes at most 32,767)."""
+
 
 class NodeViews:
     def __init__(self, engine: AsyncEngine) -> None:
@@ -26,10 +30,15 @@ class NodeViews:
             stamps = await queries.node_stamps(self._engine)
             moved = [i for i, stamp in stamps.items() if self._stamp(i) != stamp]
             if moved:
-                for view in await queries.list_nodes(self._engine, node_ids=moved):
+                # Many moved (the first ask, a restart's rebuild): every row, not an id list
+                # of one query parameter each.
+                ids = moved if len(moved) <= MANY_IDS else None
+                for view in await queries.list_nodes(self._engine, node_ids=ids):
                     # A row that changed between the two reads is kept under the older stamp
-                    # and read again next time: never a stale row under a newer stamp.
-                    self._kept[view.id] = (stamps[view.id], view)
+                    # and read again next time: never a stale row under a newer stamp. One
+                    # that came between them is taken next time, with its stamp.
+                    if (stamp := stamps.get(view.id)) is not None:
+                        self._kept[view.id] = (stamp, view)
             for gone in self._kept.keys() - stamps.keys():
                 del self._kept[gone]
             views = [kept[1] for i in stamps if (kept := self._kept.get(i)) is not None]

@@ -41,6 +41,7 @@ from schemas.session import KernelSpec, SessionSpec, SessionStatus
 from schemas.settings import NatsSettings
 from schemas.subjects import EVENTS_STREAM
 from schemas.tenancy import SessionOwner
+from services.gateway import node_views
 from services.gateway.node_views import NodeViews
 from services.gateway.sqlviews import SqlViews
 from tests.integration.leftovers import consumer_names
@@ -246,6 +247,20 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
 
 def by_id(views: list[NodeView]) -> dict[str, NodeView]:
     return {v.id: v for v in views}
+
+
+async def test_every_node_s_view_is_read_whole_when_many_moved(
+    bus: Bus, engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = Cluster(EventStore(bus))
+    await scenario(cluster)
+    projector = await caught_up(engine, bus)
+    try:
+        monkeypatch.setattr(node_views, "MANY_IDS", 0)  # every node "many": no id list
+        kept = NodeViews(engine)
+        assert by_id(await kept.all()) == by_id(await queries.list_nodes(engine))
+    finally:
+        await projector.close()
 
 
 async def test_a_restart_applies_only_what_came_after_the_stored_position(
