@@ -129,10 +129,10 @@ async def cluster_changes(
             if not came or time.monotonic() < last_tick + every_s:
                 continue
             if came.seq:
-                await views.wait_for(came.seq, SETTLE_S)
+                await views.wait_for(came.seq, SETTLE_S)  # it read the position already
             last_tick = time.monotonic()
             yield ClusterChange(
-                seq=max(came.seq, await views.position()), node_ids=list(came.nodes),
+                seq=came.seq or await views.position(), node_ids=list(came.nodes),
                 sessions=came.sessions, queues=came.queues,
             )  # fmt: skip
             came = Gathered()
