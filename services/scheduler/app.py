@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from events.bus import connect, ensure_streams
-from events.metrics import metrics_listener
+from httpserver.metrics import metrics_listener
 from schemas.settings import NatsSettings
 from services.scheduler.service import Scheduler
 from services.scheduler.settings import SchedulerSettings

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from commands.node import Node
-from commands.session_rules import StatusChange
+from commands.node.aggregate import Node
+from commands.session.rules import StatusChange
 from events.bus import Bus
 from events.domain.session import SessionScheduled
 from events.metrics import Metrics, consumer_lag
@@ -36,7 +36,7 @@ CPU_MILLI, GPU_HUNDREDTHS = 1000, 100
 
 
 def node_state(node: Node) -> str:
-    """As the API's ``Node.state`` says it (``services.gateway.types``)."""
+    """As the API's ``Node.state`` says it (``services.gateway.cluster.types``)."""
     if node.lost:
         return "lost"
     if node.cordoned and node.draining:

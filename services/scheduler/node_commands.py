@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from commands.node_commands import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, UncordonNode
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
 from commands.unit_of_work import UnitOfWork, answer

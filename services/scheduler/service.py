@@ -24,11 +24,12 @@ from datetime import datetime
 
 from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
-from commands.node_commands import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, UncordonNode
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.cancelling import cancelling
-from events.fold import Fold, Follower
+from events.fold import Fold
+from events.follower import Follower
 from events.leases import Lease
 from events.metrics import Metrics
 from events.queues import QueueBoard

@@ -26,7 +26,7 @@ from commands.authorisation import Principal
 from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
-from commands.session import Session
+from commands.session.aggregate import Session
 from commands.unit_of_work import TooManyConflictsError, UnitOfWork, answer
 from events.writes import AggregateRef
 from schemas.bounds import DEFAULT_LIMITS, BoundsError, InputLimits

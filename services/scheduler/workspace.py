@@ -9,9 +9,9 @@ from datetime import datetime
 from typing import TypeVar
 
 from commands.aggregate import Aggregate
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.quota import Quota
-from commands.session import Session
+from commands.session.aggregate import Session
 from commands.unit_of_work import Changes
 from events.writes import MAX_BATCH_MESSAGES, AggregateRef, Committed, Write
 from schemas.subjects import AggregateType

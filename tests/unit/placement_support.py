@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from schemas.resources import ResourceSlots
-from schemas.session import ClusterMode
-from services.scheduler.placement import (
+from placement import (
     Decision,
     DeviceState,
     KernelRequest,
@@ -17,6 +15,8 @@ from services.scheduler.placement import (
     SessionRequest,
     Waiting,
 )
+from schemas.resources import ResourceSlots
+from schemas.session import ClusterMode
 
 GIB = 1 << 30
 IMAGE = "img"

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
+from placement import NodeOffer, Placed, SessionRequest, Waiting, place
+from placement.reasons import describe, format_cpu, format_gpu, format_memory
 from schemas.session import ClusterMode
 from schemas.tenancy import GroupScheduling
-from services.scheduler.placement import NodeOffer, Placed, SessionRequest, Waiting, place
-from services.scheduler.placement.reasons import describe, format_cpu, format_gpu, format_memory
 from tests.unit.placement_support import GIB, ask, by_session, check, node, slots
 
 GROUP = "gpu-a"

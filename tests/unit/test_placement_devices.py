@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from placement import NodeOffer, Placed, SessionRequest, Waiting, place
 from schemas.session import ClusterMode
 from schemas.tenancy import DeviceFill, GroupScheduling
-from services.scheduler.placement import NodeOffer, Placed, SessionRequest, Waiting, place
 from tests.unit.placement_support import ask, by_session, check, devices_of, node
 
 GUARD_OFF = GroupScheduling(fragmentation_guard=False)

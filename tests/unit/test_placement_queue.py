@@ -7,10 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from schemas.resources import ResourceSlots
-from schemas.session import ClusterMode
-from schemas.tenancy import GroupScheduling, HeadOfLine, QueuePolicy
-from services.scheduler.placement import (
+from placement import (
     Decision,
     NodeOffer,
     Placed,
@@ -19,6 +16,9 @@ from services.scheduler.placement import (
     Waiting,
     place,
 )
+from schemas.resources import ResourceSlots
+from schemas.session import ClusterMode
+from schemas.tenancy import GroupScheduling, HeadOfLine, QueuePolicy
 from tests.unit.placement_support import ask, by_session, check, node, settle
 
 BLOCK = GroupScheduling(head_of_line=HeadOfLine.BLOCK)
@@ -155,6 +155,15 @@ def test_a_head_that_can_never_fit_does_not_block() -> None:
     assert by_session(decisions)["small"] == "n2"
 
 
+def test_a_multi_node_head_whose_kernels_never_fit_together_does_not_block() -> None:
+    # Each 4-GPU kernel fits the one 4-GPU node alone, never both: waiting cannot help.
+    nodes = [node("big", gpus=4), node("small", gpus=2)]
+    huge = ask("huge", gpu=4, kernels=2, mode=ClusterMode.MULTI_NODE, order=0)
+    decisions = place([huge, ask("after", gpu=1, order=1)], nodes, BLOCK, group="g")
+    assert isinstance(decisions[0], Waiting) and decisions[0].session_id == "huge"
+    assert by_session(decisions)["after"] in {"big", "small"}
+
+
 def test_backfill_places_behind_a_head_that_is_not_starving() -> None:
     decisions = place(_head_and_smalls(since=0), _busy(), GroupScheduling(), group="g", now=299)
     assert [isinstance(d, Placed) for d in decisions] == [False, True, True, True, False]
@@ -181,7 +190,8 @@ def test_the_reservation_stays_on_its_node_across_passes() -> None:
 
 
 def test_a_starving_multi_node_head_holds_the_group() -> None:
-    head = ask(HEAD, gpu=3, kernels=3, mode=ClusterMode.MULTI_NODE, order=0)
+    # Two 3-GPU kernels: one on each node once they drain (three never could: two 4-GPU nodes).
+    head = ask(HEAD, gpu=3, kernels=2, mode=ClusterMode.MULTI_NODE, order=0)
     decisions = place([head, ask("small", gpu=1, order=1)], _busy(), STARVING_AT_ONCE, group="g")
     assert by_session(decisions)["small"] == (
         "wait: waiting behind session bigsessi "

@@ -8,9 +8,7 @@ import time
 
 import pytest
 
-from schemas.resources import ResourceSlots
-from schemas.tenancy import AgentSelection, GroupScheduling, QueuePolicy
-from services.scheduler.placement import (
+from placement import (
     KernelRequest,
     NodeOffer,
     Placed,
@@ -18,6 +16,8 @@ from services.scheduler.placement import (
     SessionRequest,
     Waiting,
 )
+from schemas.resources import ResourceSlots
+from schemas.tenancy import AgentSelection, GroupScheduling, QueuePolicy
 from tests.unit.placement_support import GIB, check, node
 
 SHAPES = [  # (cpu cores, memory GiB, GPUs): presets people pick

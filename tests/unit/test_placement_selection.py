@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from placement import NodeOffer, Placer, SessionRequest, place
 from schemas.tenancy import AgentSelection, GroupScheduling
-from services.scheduler.placement import NodeOffer, Placer, SessionRequest, place
 from tests.unit.placement_support import ask, by_session, check, node
 
 CONCENTRATED = AgentSelection.CONCENTRATED

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
+from placement import NodeOffer, Placed, Placer, SessionRequest, place
+from placement.preemption import Holding, Policy, Running, choose_victims
 from schemas.session import ClusterMode
 from schemas.tenancy import AgentSelection, GroupScheduling, HeadOfLine
-from services.scheduler.placement import NodeOffer, Placed, Placer, SessionRequest, place
-from services.scheduler.placement.preemption import Holding, Policy, Running, choose_victims
 from tests.unit.placement_support import ask, by_session, check, node, slots
 
 GROUP = "gpu-a"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from placement.preemption import Holding, Policy, Running, choose_victims
 from schemas.devices import DeviceShare
 from schemas.session import ClusterMode
-from services.scheduler.placement.preemption import Holding, Policy, Running, choose_victims
 from tests.unit.placement_support import ask, node, slots
 
 

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from commands.quota import Quota
+from placement.reasons import format_memory
 from schemas.resources import ZERO, ResourceSlots
 from schemas.tenancy import (
     SLOT_NAMES,
@@ -27,7 +28,6 @@ from schemas.tenancy import (
     SlotLimits,
     quota_id_for,
 )
-from services.scheduler.placement.reasons import format_memory
 
 Scope = tuple[ScopeKind, str]
 _FIELDS = dict(zip(SLOT_NAMES, ("cpu_milli", "memory_bytes", "gpu_hundredths"), strict=True))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from commands.directory import Directory
-from commands.session import Session
+from commands.session.aggregate import Session
 from schemas.activity import TRAFFIC, UTILISATION, ActivitySource
 from schemas.session import SessionStatus, SessionType
 from schemas.tenancy import KeypairPolicyLimits

@@ -1,7 +1,7 @@
 """Mount rule, pure (reads and writes no subjects): which folders a new session mounts.
 
 Each folder the spec asks for is resolved for the session's owner, as the folders fold
-answers (``commands.folders``): by id, else by name among their own folders, the session's
+answers (``commands.folders.index``): by id, else by name among their own folders, the session's
 project's, then those shared with them. One they cannot see answers exactly like one that does
 not exist. Only a ``ready`` folder is mounted; a read-only permission mounts read-only whatever
 was asked. Then the dot-folders (``schemas.vfolder.auto_mounted``) of the owner and of the
@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from commands.authorisation import Principal
-from commands.folders import Folders, permission_of
+from commands.folders.access import permission_of
+from commands.folders.aggregate import VFolder
+from commands.folders.index import Folders
 from commands.outcome import Code, Rejected
-from commands.vfolder import VFolder
 from schemas.vfolder import (
     FolderStatus,
     Mount,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from commands.session import Session
+from commands.session.aggregate import Session
 from schemas.session import SessionStatus
 
 

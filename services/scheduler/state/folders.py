@@ -1,4 +1,4 @@
-"""Folds ``ev.vfolder.*`` into the scheduler's folders (``commands.folders.Folders``): what a
+"""Folds ``ev.vfolder.*`` into the scheduler's folders (``commands.folders.index.Folders``): what a
 create resolves a session's mounts against. Asks for no pass: folders change no placement.
 """
 

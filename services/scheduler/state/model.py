@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from commands.directory import Directory
-from commands.folders import Folders
-from commands.node import Node
+from commands.folders.index import Folders
+from commands.node.aggregate import Node
 from commands.quota import Quota
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
 from events.envelope import Envelope
 from events.fold import FoldedState
+from placement import NodeOffer, Placer
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
-from services.scheduler.placement import NodeOffer, Placer
 from services.scheduler.rules.deadlines import NEVER, LastActivity
 
 DEFAULT_RESOURCE_GROUP = "default"

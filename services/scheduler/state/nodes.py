@@ -4,7 +4,7 @@ capacity may have freed.
 
 from __future__ import annotations
 
-from commands.node import Node
+from commands.node.aggregate import Node
 from events.envelope import StoredEvent
 from services.scheduler.state.model import StateModel
 

@@ -5,7 +5,7 @@ whose quota a pass must release.
 
 from __future__ import annotations
 
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.envelope import StoredEvent
 from schemas.session import SessionStatus
 from services.scheduler.state.model import StateModel, TrackedSession

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from commands.aggregate import Aggregate
 from commands.quota import Quota
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.envelope import Cause
 from schemas.resources import ZERO, ResourceSlots
 from services.scheduler.workspace import Workspace

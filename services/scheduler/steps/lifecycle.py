@@ -16,8 +16,8 @@ import logging
 from datetime import datetime
 
 from commands.errors import DomainError
-from commands.node import Node
-from commands.session import Session
+from commands.node.aggregate import Node
+from commands.session.aggregate import Session
 from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
 from events.envelope import Cause
 from events.writes import AggregateRef

@@ -14,7 +14,7 @@ import logging
 from datetime import datetime
 
 from commands.errors import DomainError
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.ids import derived_id

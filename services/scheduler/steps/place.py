@@ -1,7 +1,7 @@
 """Placement step of a decision pass; writes ``ev.node.<id>`` and ``ev.session.<id>``.
 
 One resource group's admitted sessions go through the group's placer
-(``services.scheduler.placement``, pure), and each decision becomes working-copy changes —
+(``placement``, pure), and each decision becomes working-copy changes —
 device-level allocations on the node ledgers (each carrying the session's mounts) and the
 session's ``SessionScheduled``, or a pending reason.
 
@@ -15,13 +15,10 @@ import logging
 from datetime import datetime
 
 from commands.errors import DomainError
-from commands.node import Node
-from commands.session import Session
+from commands.node.aggregate import Node
+from commands.session.aggregate import Session
 from commands.unit_of_work import working_copy
-from schemas.resources import ResourceSlots
-from schemas.session import SessionSpec
-from schemas.tenancy import QueuePolicy
-from services.scheduler.placement import (
+from placement import (
     DeviceState,
     KernelPlacement,
     KernelRequest,
@@ -30,6 +27,9 @@ from services.scheduler.placement import (
     Placer,
     SessionRequest,
 )
+from schemas.resources import ResourceSlots
+from schemas.session import SessionSpec
+from schemas.tenancy import QueuePolicy
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.state.model import AgentInfo, KeptOffer
 from services.scheduler.steps.common import cause_of

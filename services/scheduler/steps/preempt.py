@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from commands.session import Session
-from services.scheduler.placement import NodeOffer
-from services.scheduler.placement.preemption import (
+from commands.session.aggregate import Session
+from placement import NodeOffer
+from placement.preemption import (
     Holding,
     Policy,
     Preemption,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from commands.node import Node
+from commands.node.aggregate import Node
 from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.subjects import AggregateType

@@ -14,8 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
 
+from placement.nodes import Kind, Need, NodeState
 from schemas.tenancy import AgentSelection
-from services.scheduler.placement.nodes import Kind, Need, NodeState
 
 SHIFT = 24
 MASK = (1 << SHIFT) - 1

@@ -15,9 +15,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import groupby
 
+from placement.model import SessionRequest
 from schemas.resources import ResourceSlots
 from schemas.tenancy import QueuePolicy
-from services.scheduler.placement.model import SessionRequest
 
 
 class Queue:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from placement.model import DeviceState
 from schemas.devices import DeviceShare
 from schemas.tenancy import DeviceFill
-from services.scheduler.placement.model import DeviceState
 
 FULL = 100
 

@@ -15,21 +15,23 @@ nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from schemas.resources import ResourceSlots
-from schemas.session import ClusterMode
-from schemas.tenancy import GroupScheduling
-from services.scheduler.placement import reasons
-from services.scheduler.placement.devices import FULL, Take, numa_of
-from services.scheduler.placement.explain import why
-from services.scheduler.placement.index import Index
-from services.scheduler.placement.model import (
+from placement import reasons
+from placement.devices import FULL, Take, numa_of
+from placement.explain import why
+from placement.index import Index
+from placement.model import (
+    DeviceState,
     KernelPlacement,
     NodeOffer,
     Placed,
     SessionRequest,
 )
-from services.scheduler.placement.nodes import Need, NodeState
+from placement.nodes import Need, NodeState
+from schemas.resources import ResourceSlots
+from schemas.session import ClusterMode
+from schemas.tenancy import GroupScheduling
 
 Shape = tuple[tuple[int, int, int], ...]
 
@@ -56,6 +58,7 @@ class Pool:
         cursor: str | None,
     ) -> None:
         self.group = group
+        self.policy = policy
         self.guard = policy.fragmentation_guard
         self.fill = policy.device_fill
         ordered = sorted(offers, key=lambda o: o.node_id)
@@ -211,13 +214,20 @@ class Pool:
         key = (image, multi, shape)
         known = self._idle_fit.get(key)
         if known is None:
-            parts = [shape[i : i + 1] for i in range(len(shape))] if multi else [shape]
-            known = all(
-                any(self._fits_idle_node(n, self.need(part), image) for n in self.nodes)
-                for part in parts
-            )
+            if multi:
+                known = self._fits_idle_group(request)
+            else:
+                need = self.need(shape)
+                known = any(self._fits_idle_node(n, need, image) for n in self.nodes)
             self._idle_fit[key] = known
         return known
+
+    def _fits_idle_group(self, request: SessionRequest) -> bool:
+        """A multi-node session on the whole group with nothing on it, placed as a pass
+        would: its kernels compete for the same idle nodes, so each fitting somewhere alone
+        is not enough (two 4-GPU kernels and one 4-GPU node never fit)."""
+        idle = [replace(n.offer, free=n.offer.capacity, devices=_idle(n.offer)) for n in self.nodes]
+        return isinstance(Pool(idle, self.policy, self.group, None).decide(request), Placed)
 
     def reserve(self, request: SessionRequest, before: tuple[str, str] | None) -> NodeState:
         """Hold the node closest to fitting ``request`` (single-node) for the rest of the pass:
@@ -234,6 +244,10 @@ class Pool:
         self.held = chosen
         self.head = request.session_id
         return chosen
+
+
+def _idle(offer: NodeOffer) -> tuple[DeviceState, ...]:
+    return tuple(replace(d, whole=False, shared=0) for d in offer.devices)
 
 
 def _gap(node: NodeState, need: Need) -> tuple[int, int, int]:

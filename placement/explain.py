@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from services.scheduler.placement import reasons
-from services.scheduler.placement.devices import FULL
-from services.scheduler.placement.nodes import Need, NodeState
+from placement import reasons
+from placement.devices import FULL
+from placement.nodes import Need, NodeState
 
 
 def why(

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from schemas.resources import ResourceSlots
-from schemas.tenancy import GroupScheduling
-from services.scheduler.placement.engine import Placer
-from services.scheduler.placement.model import (
+from placement.engine import Placer
+from placement.model import (
     Decision,
     DeviceState,
     KernelPlacement,
@@ -24,6 +22,8 @@ from services.scheduler.placement.model import (
     SessionRequest,
     Waiting,
 )
+from schemas.resources import ResourceSlots
+from schemas.tenancy import GroupScheduling
 
 __all__ = [
     "Decision",

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import IntEnum
 
-from schemas.resources import ResourceSlots
-from schemas.tenancy import DeviceFill
-from services.scheduler.placement.devices import (
+from placement.devices import (
     FULL,
     Dev,
     Take,
@@ -24,7 +22,9 @@ from services.scheduler.placement.devices import (
     pick_shares,
     pick_whole,
 )
-from services.scheduler.placement.model import NodeOffer
+from placement.model import NodeOffer
+from schemas.resources import ResourceSlots
+from schemas.tenancy import DeviceFill
 
 
 class Kind(IntEnum):

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from placement import reasons
+from placement.model import Decision, NodeOffer, Placed, SessionRequest, Waiting
+from placement.pool import Pool, multi_node
+from placement.queueing import Queue
 from schemas.resources import ResourceSlots
 from schemas.tenancy import GroupScheduling, HeadOfLine
-from services.scheduler.placement import reasons
-from services.scheduler.placement.model import Decision, NodeOffer, Placed, SessionRequest, Waiting
-from services.scheduler.placement.pool import Pool, multi_node
-from services.scheduler.placement.queueing import Queue
 
 
 class Placer:

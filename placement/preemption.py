@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from placement.model import NodeOffer, SessionRequest
+from placement.nodes import Need, NodeState
+from placement.pool import multi_node
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
 from schemas.tenancy import DeviceFill
-from services.scheduler.placement.model import NodeOffer, SessionRequest
-from services.scheduler.placement.nodes import Need, NodeState
-from services.scheduler.placement.pool import multi_node
 
 SEARCH_BUDGET = 2_000
 """Victim sets tried per node for the fewest-victims search before falling back to taking the
