@@ -15,22 +15,20 @@ from commands.bus import CommandBus
 from events.bus import Bus, connect, ensure_streams
 from events.quarantine import Quarantine
 from events.queues import QueueBoard
-from events.serving import serve_until
+from httpserver.server import serve_until
 from projections.settings import ProjectionSettings
 from schemas.settings import NatsSettings, input_limits
-from services.gateway.access import AccessLog
 from services.gateway.auth.authenticate import Authenticator
 from services.gateway.auth.logins import LoginStore
 from services.gateway.auth.nonces import NonceStore
 from services.gateway.auth.ratelimit_shared import SharedRateLimiter
 from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault, email_key_of
 from services.gateway.context import Services
-from services.gateway.directory import DirectoryFeed
+from services.gateway.core.access_log import AccessLog
+from services.gateway.core.folds import DirectoryFeed, QuotaUse
+from services.gateway.core.views import SqlViews, Views
 from services.gateway.http import build_app
-from services.gateway.quotas import QuotaUse
 from services.gateway.settings import GatewaySettings
-from services.gateway.sqlviews import SqlViews
-from services.gateway.views import Views
 
 log = logging.getLogger(__name__)
 

@@ -14,17 +14,17 @@ from commands.bus import CommandBus
 from events.bus import Bus
 from events.quarantine import Quarantine
 from schemas.bounds import DEFAULT_LIMITS, InputLimits
+from services.gateway.core.views import Views
 from services.gateway.settings import GatewaySettings
-from services.gateway.views import Views
 
 if TYPE_CHECKING:
     from commands.directory import Directory
     from events.queues import QueueBoard
-    from services.gateway.access import AccessLog
     from services.gateway.auth.authenticate import Authenticator
     from services.gateway.auth.ratelimit_shared import SharedRateLimiter
     from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
-    from services.gateway.quotas import QuotaUse
+    from services.gateway.core.access_log import AccessLog
+    from services.gateway.core.folds import QuotaUse
 
 
 @dataclass

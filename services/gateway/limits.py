@@ -1,10 +1,12 @@
 """Limits on what one GraphQL request may ask for: depth, aliases, tokens and an estimated
-cost (a list field multiplies the cost of what it selects by the page it asks for). Pure
-validation; reads and writes nothing."""
+cost (a list field multiplies the cost of what it selects by the page it asks for), pure
+validation; and how often: operations sent over a WebSocket count against the caller's rate
+limit like HTTP requests (the HTTP middleware never sees them: one connection carries many
+operations), read and written in ``jy-ratelimits`` through the shared limiter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from graphql import (
     FieldNode,
@@ -35,6 +37,8 @@ from strawberry.extensions import (
     QueryDepthLimiter,
     SchemaExtension,
 )
+
+from services.gateway.context import Context
 
 MAX_DEPTH = 10
 MAX_ALIASES = 15
@@ -156,3 +160,23 @@ def limits() -> list[Callable[[], SchemaExtension]]:
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: AddValidationRules([cost]),
     ]
+
+
+class WebSocketRateLimit(SchemaExtension):
+    """Each operation over a WebSocket takes from the caller's rate limit."""
+
+    async def on_execute(self) -> AsyncIterator[None]:
+        context = self.execution_context.context
+        if isinstance(context, Context) and context.over_websocket:
+            services = context.services
+            limiter = services.limiter
+            if limiter is not None:
+                key = services.rate_key(context.principal, context.source)
+                verdict = await limiter.take(key, services.rate_limit_of(context.principal))
+                if not verdict.allowed:
+                    raise GraphQLError(
+                        f"more than {verdict.limit} requests a minute: try again in "
+                        f"{verdict.retry_after_s}s",
+                        extensions={"code": "rate-limited"},
+                    )
+        yield

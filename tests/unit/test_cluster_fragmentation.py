@@ -1,4 +1,4 @@
-"""The operator console's fragmentation notes (``services.gateway.cluster_fragmentation``):
+"""The operator console's fragmentation notes (``services.gateway.cluster.fragmentation``):
 tables of nodes and waiting requests, and the sentence each request gets: the group has the
 GPUs (or cores) in total but no node has them in one piece, it is short of them, or there is
 room for it now."""
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.cluster_fragmentation import Ask, Device, Kind, Room, explain
+from schemas.resources import ResourceSlots
+from schemas.tenancy import GroupScheduling
+from services.gateway.cluster.fragmentation import Ask, Device, Kind, Room, explain
 
 GIB = 1 << 30
 X = "session x of alice@example.org"
@@ -15,7 +17,14 @@ W = "session w of carol@example.org"
 
 
 def room(name: str, *devices: Device, cpu: int = 32_000, memory: int = 256 * GIB) -> Room:
-    return Room(name, "default", True, cpu, memory, devices)
+    """A node of 64 cores and 512 GiB in all, ``cpu`` and ``memory`` of them free."""
+    return Room(name, "default", True, cpu, memory, devices, capacity=_capacity(devices))
+
+
+def _capacity(devices: tuple[Device, ...]) -> ResourceSlots:
+    return ResourceSlots(
+        cpu_milli=64_000, memory_bytes=512 * GIB, gpu_hundredths=100 * len(devices)
+    )
 
 
 def free(index: int) -> Device:
@@ -36,6 +45,8 @@ def ask(gpu: int, *, kernels: int = 1, single: bool = True, cpu: int = 1000) -> 
         kernels=kernels, single_node=single, place="1st of 1 waiting",
     )  # fmt: skip
 
+
+BIG = ResourceSlots(cpu_milli=64_000, memory_bytes=512 * GIB, gpu_hundredths=800)
 
 # The issue's example: 4.5 GPUs free over three nodes, none with 4.
 CLUSTER = [
@@ -64,16 +75,16 @@ def test_the_free_gpus_are_spread_so_a_whole_request_cannot_fit() -> None:
     ("gpu", "kernels", "single", "kind", "where"),
     [
         (100, 5, False, Kind.SHORT, "asks 5 GPUs in all; 4.5 GPUs are free"),
-        (500, 1, True, Kind.OVERSIZED, "no node of group default has 5 GPUs (the largest has 4"),
+        (500, 1, True, Kind.OVERSIZED, "no node in group default has 5 GPUs even when idle"),
         (200, 1, True, Kind.FITS, "room for session big of bob@example.org now on node-a"),
-        (150, 1, True, Kind.FITS, "now on node-a"),  # shares over the two free GPUs
+        (150, 1, True, Kind.FITS, "now on node-b"),  # shares over its free GPU and its half
         (100, 2, True, Kind.FITS, "now on node-a"),
         (100, 3, True, Kind.FRAGMENTED, "no node has 3 whole GPUs free"),
-        (100, 3, False, Kind.FITS, "now on node-a, node-b"),
-        (100, 4, False, Kind.FITS, "now on node-a, node-b, node-c"),
+        (100, 3, False, Kind.FITS, "now on node-b, node-c, node-a"),  # dispersed
+        (100, 4, False, Kind.FITS, "now on node-b, node-c, node-a"),
         (100, 5, False, Kind.SHORT, "asks 5 GPUs in all"),
-        (50, 1, True, Kind.FITS, "now on node-a"),  # the first node with room is named
-        (0, 1, True, Kind.FITS, "now on node-a"),
+        (50, 1, True, Kind.FITS, "now on node-b"),  # where the scheduler would put it
+        (0, 1, True, Kind.FITS, "now on node-b"),
     ],
 )
 def test_each_request_gets_the_sentence_of_its_case(
@@ -87,7 +98,7 @@ def test_each_request_gets_the_sentence_of_its_case(
 def test_shares_under_the_guard_need_their_devices_and_without_it_any_room() -> None:
     # FILL put two 0.6 shares on two GPUs: 2.8 free, but 2.5 as shares needs 3 GPUs.
     node = room("gpu-1", shared(0, (X, 60)), shared(1, (W, 60)), free(2), free(3))
-    (guarded,) = explain([node], [ask(250)], {"default": True})
+    (guarded,) = explain([node], [ask(250)], {"default": GroupScheduling(fragmentation_guard=True)})
     assert guarded.kind is Kind.FRAGMENTED
     assert guarded.text.startswith(
         "2.8 GPUs are free in group default, but no node has 2.5 free on 3 GPUs: "
@@ -95,12 +106,12 @@ def test_shares_under_the_guard_need_their_devices_and_without_it_any_room() -> 
         "(GPU 0: 0.6 held by session x of alice@example.org; "
         "GPU 1: 0.6 held by session w of carol@example.org)."
     )
-    (split,) = explain([node], [ask(250)], {"default": False})
+    (split,) = explain([node], [ask(250)], {"default": GroupScheduling(fragmentation_guard=False)})
     assert split.kind is Kind.FITS
 
 
 def test_a_cordoned_node_s_gpus_are_said_to_be_held_back() -> None:
-    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)))
+    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)), capacity=BIG)
     (note,) = explain([*CLUSTER, cordoned], [ask(100, kernels=5, single=False)], {})
     assert note.kind is Kind.SHORT
     assert note.text.endswith(
@@ -112,13 +123,15 @@ def test_a_cordoned_node_s_gpus_are_said_to_be_held_back() -> None:
 def test_a_request_larger_than_any_node_is_said_to_never_fit_there() -> None:
     # 4.5 GPUs free, 5 asked on one node, but the largest node has 4: not a matter of
     # fragmentation or of waiting for others to finish.
-    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)))
+    cordoned = Room("node-d", "default", False, 32_000, 256 * GIB, (free(0), free(1)), capacity=BIG)
     (note,) = explain([*CLUSTER, cordoned], [ask(500)], {})
     assert note.kind is Kind.OVERSIZED
     assert note.text == (
-        "Session big of bob@example.org (1st of 1 waiting) asks 5 whole GPUs on one node, but "
-        "no node of group default has 5 GPUs (the largest has 4 GPUs): it cannot fit until a "
-        "node that large joins the group."
+        "Session big of bob@example.org (1st of 1 waiting) cannot fit until the group changes: "
+        "no node in group default has 5 GPUs even when idle (largest: 4 GPUs on node-a)."
+    )
+    assert note.reason == (
+        "no node in group default has 5 GPUs even when idle (largest: 4 GPUs on node-a)"
     )
     # Spread over nodes (multi-node), the same GPUs are a matter of free room, not of size.
     (spread,) = explain(CLUSTER, [ask(100, kernels=4, single=False)], {})
@@ -141,8 +154,34 @@ def test_requests_of_one_shape_share_their_situation_in_words() -> None:
     )
 
 
+def test_more_cpus_than_any_node_has_is_never_not_short() -> None:
+    # The user's case: 8 CPUs asked of a 2-core machine with 1.5 cores free. Less is free
+    # than asked, but waiting for others to finish cannot help: the scheduler's words.
+    box = Room(
+        "box", "default", True, 1500, 8 * GIB, (),
+        capacity=ResourceSlots(cpu_milli=2000, memory_bytes=8 * GIB, gpu_hundredths=0),
+    )  # fmt: skip
+    (note,) = explain([box], [ask(0, cpu=8000)], {})
+    assert note.kind is Kind.OVERSIZED
+    assert note.reason == (
+        "no node in group default has 8 CPUs even when idle (largest: 2 CPUs on box)"
+    )
+    assert "1.5 cores" not in note.text
+
+
+def test_an_image_on_no_node_is_never() -> None:
+    only = Room("n", "default", True, 32_000, 256 * GIB, (free(0),), capacity=BIG,
+                images=frozenset({"py:3"}))  # fmt: skip
+    wanted = Ask("s", "session s", "default", 1000, GIB, 100, image="torch:2")
+    (note,) = explain([only], [wanted], {})
+    assert note.kind is Kind.OVERSIZED
+    assert note.reason == "image torch:2 is on no available node in group default"
+
+
 def test_other_groups_nodes_do_not_count() -> None:
-    elsewhere = Room("node-z", "batch", True, 32_000, 256 * GIB, tuple(free(i) for i in range(8)))
+    elsewhere = Room(
+        "node-z", "batch", True, 32_000, 256 * GIB, tuple(free(i) for i in range(8)), capacity=BIG
+    )
     (note,) = explain([*CLUSTER, elsewhere], [ask(400)], {})
     assert note.kind is Kind.FRAGMENTED
     assert "node-z" not in note.text
@@ -163,7 +202,8 @@ def test_a_mig_gpu_is_taken_whole_but_takes_no_share() -> None:
     (whole_one,) = explain([room("mig-1", mig)], [ask(100)], {})
     (share,) = explain([room("mig-1", mig)], [ask(50)], {})
     assert whole_one.kind is Kind.FITS
-    assert share.kind is Kind.FRAGMENTED
+    assert share.kind is Kind.OVERSIZED  # waiting cannot help: no GPU of the group takes shares
+    assert share.reason.endswith("has a GPU that takes shares (MIG devices take none)")
 
 
 def test_each_request_is_tried_on_the_room_of_now_not_on_what_others_took() -> None:
@@ -187,7 +227,7 @@ def test_requests_of_one_shape_each_get_their_own_words() -> None:
     assert [n.kind for n in notes] == [Kind.FRAGMENTED, Kind.FITS, Kind.FRAGMENTED]
     assert notes[0].text.endswith("request of session one of bob@example.org (1st) cannot fit.")
     assert notes[2].text.endswith("request of session two of dan@example.org cannot fit.")
-    assert "room for session three of dan@example.org now on node-a" in notes[1].text
+    assert "room for session three of dan@example.org now on node-b" in notes[1].text
 
 
 # node-a: cores, no free GPU; node-b: a GPU with 0.7 free, fewer cores.

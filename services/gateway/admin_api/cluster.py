@@ -10,15 +10,16 @@ from strawberry.types import Info
 
 from commands import admin
 from commands.authorisation import Principal, can_administer_cluster
-from commands.cluster import CREATED_SCHEDULING
 from schemas.session import SessionType
 from schemas.tenancy import (
+    CREATED_SCHEDULING,
     PolicyKind,
     ScopeKind,
     image_id_for,
     policy_id_for,
 )
 from services.gateway.admin_api import inputs as parse
+from services.gateway.admin_api.group_settings import group_scheduling, with_setting_arguments
 from services.gateway.admin_api.inputs import (
     ImageLabelInput,
     KeypairPolicyInput,
@@ -30,7 +31,7 @@ from services.gateway.admin_api.inputs import (
 from services.gateway.admin_api.send import build, invalid, not_found, run
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
-from services.gateway.inputs import InputError
+from services.gateway.core.inputs import InputError
 
 Ctx = Info[Context, Any]
 
@@ -115,34 +116,19 @@ class ClusterMutation:
     # ---- resource groups -----------------------------------------------------------------
 
     @strawberry.mutation(
-        description="Scheduling settings left out take their defaults (docs/scheduling.md)."
+        description="Scheduling settings left out take their defaults (docs/tenancy.md)."
     )
+    @with_setting_arguments
     async def create_resource_group(
         self,
         info: Ctx,
         name: str,
         description: str = "",
-        queue_policy: str | None = None,
-        agent_selection: str | None = None,
         allowed_session_types: list[str] | None = None,
-        head_of_line: str | None = None,
-        starvation_after_seconds: int | None = None,
-        fragmentation_guard: bool | None = None,
-        device_fill: str | None = None,
-        pending_timeout_seconds: int | None = None,
-        preemption: bool | None = None,
-        preemption_grace_seconds: int | None = None,
-        preempt_across_domains: bool | None = None,
+        **settings: Any,
     ) -> AdminOutcome:
         try:
-            scheduling = parse.group_scheduling(
-                CREATED_SCHEDULING, queue_policy=queue_policy, agent_selection=agent_selection,
-                head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
-                fragmentation_guard=fragmentation_guard, device_fill=device_fill,
-                pending_timeout_seconds=pending_timeout_seconds, preemption=preemption,
-                preemption_grace_seconds=preemption_grace_seconds,
-                preempt_across_domains=preempt_across_domains,
-            )  # fmt: skip
+            scheduling = group_scheduling(CREATED_SCHEDULING, **settings)
             types = _session_types(allowed_session_types) or tuple(SessionType)
         except InputError as exc:
             raise invalid(exc) from exc
@@ -153,39 +139,24 @@ class ClusterMutation:
             name=name,
             description=description,
             allowed_session_types=types,
-            **scheduling.model_dump(),
+            scheduling=scheduling,
         )
         return await run(ctx_of(info), cmd, name)
 
     @strawberry.mutation(description="Arguments left out keep their value.")
+    @with_setting_arguments
     async def modify_resource_group(
         self,
         info: Ctx,
         name: str,
         description: str | None = None,
-        queue_policy: str | None = None,
-        agent_selection: str | None = None,
         allowed_session_types: list[str] | None = None,
-        head_of_line: str | None = None,
-        starvation_after_seconds: int | None = None,
-        fragmentation_guard: bool | None = None,
-        device_fill: str | None = None,
-        pending_timeout_seconds: int | None = None,
-        preemption: bool | None = None,
-        preemption_grace_seconds: int | None = None,
-        preempt_across_domains: bool | None = None,
+        **settings: Any,
     ) -> AdminOutcome:
         group = ctx_of(info).directory.groups.get(name)
         try:
-            scheduling = parse.group_scheduling(
-                CREATED_SCHEDULING if group is None else group.scheduling,
-                queue_policy=queue_policy, agent_selection=agent_selection,
-                head_of_line=head_of_line, starvation_after_seconds=starvation_after_seconds,
-                fragmentation_guard=fragmentation_guard, device_fill=device_fill,
-                pending_timeout_seconds=pending_timeout_seconds, preemption=preemption,
-                preemption_grace_seconds=preemption_grace_seconds,
-                preempt_across_domains=preempt_across_domains,
-            )  # fmt: skip
+            base = CREATED_SCHEDULING if group is None else group.scheduling
+            scheduling = group_scheduling(base, **settings)
             types = _session_types(allowed_session_types)
         except InputError as exc:
             raise invalid(exc) from exc
@@ -198,7 +169,7 @@ class ClusterMutation:
             name=name,
             description=group.description if description is None else description,
             allowed_session_types=group.allowed_session_types if types is None else types,
-            **scheduling.model_dump(),
+            scheduling=scheduling,
         )
         return await run(ctx_of(info), cmd, name)
 

@@ -20,22 +20,15 @@ from schemas.bounds import (
 )
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 from schemas.tenancy import (
-    MAX_PENDING_TIMEOUT_S,
-    MAX_STARVATION_S,
     SESSION_PRIORITY_DEFAULT,
     SESSION_PRIORITY_MAX,
-    AgentSelection,
     DefaultForUnspecified,
-    DeviceFill,
-    GroupScheduling,
-    HeadOfLine,
     KeypairPolicyLimits,
     PolicyKind,
-    QueuePolicy,
     SlotLimits,
     StoragePolicyLimits,
 )
-from services.gateway.inputs import InputError, parse_amount
+from services.gateway.core.inputs import InputError, parse_amount
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -227,49 +220,6 @@ def policy_limits(
     if keypair is not None:
         raise InputError(f"keypair limits belong to keypair policies, not {kind.value}")
     return None, storage_limits(storage or StoragePolicyInput())
-
-
-# ---- resource groups ----------------------------------------------------------------------
-
-
-def group_scheduling(
-    base: GroupScheduling,
-    *,
-    queue_policy: str | None = None,
-    agent_selection: str | None = None,
-    head_of_line: str | None = None,
-    starvation_after_seconds: int | None = None,
-    fragmentation_guard: bool | None = None,
-    device_fill: str | None = None,
-    pending_timeout_seconds: int | None = None,
-    preemption: bool | None = None,
-    preemption_grace_seconds: int | None = None,
-    preempt_across_domains: bool | None = None,
-) -> GroupScheduling:
-    """``base`` with the settings given (None: keep ``base``'s), each checked by name."""
-    count("starvationAfterSeconds", starvation_after_seconds, most=MAX_STARVATION_S)
-    count("preemptionGraceSeconds", preemption_grace_seconds, most=MAX_STARVATION_S)
-    given = {
-        "queue_policy": _maybe_choice("queuePolicy", queue_policy, QueuePolicy),
-        "agent_selection": _maybe_choice("agentSelection", agent_selection, AgentSelection),
-        "head_of_line": _maybe_choice("headOfLine", head_of_line, HeadOfLine),
-        "starvation_after_s": starvation_after_seconds,
-        "fragmentation_guard": fragmentation_guard,
-        "device_fill": _maybe_choice("deviceFill", device_fill, DeviceFill),
-        "preemption": preemption,
-        "preemption_grace_s": preemption_grace_seconds,
-        "preempt_across_domains": preempt_across_domains,
-    }
-    update: dict[str, object] = {k: v for k, v in given.items() if v is not None}
-    if pending_timeout_seconds is not None:
-        # 0 takes a timeout away; otherwise at least a second, at most a year.
-        count("pendingTimeoutSeconds", pending_timeout_seconds, most=MAX_PENDING_TIMEOUT_S)
-        update["pending_timeout_s"] = pending_timeout_seconds or None
-    return base.model_copy(update=update)
-
-
-def _maybe_choice(field: str, text: str | None, kind: type[E]) -> E | None:
-    return None if text is None else choice(field, text, kind)
 
 
 # ---- words --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from services.gateway.admin_api.send import (
 from services.gateway.admin_api.tenancy_types import AdminOutcome, IssuedKeypair
 from services.gateway.auth.vault import new_access_key, new_secret_key
 from services.gateway.context import Context, ctx_of, forbidden, who
-from services.gateway.inputs import InputError
+from services.gateway.core.inputs import InputError
 
 Ctx = Info[Context, Any]
 

@@ -10,7 +10,7 @@ import strawberry
 from strawberry.types import Info
 
 from commands.authorisation import Principal, can_administer_cluster
-from commands.node_commands import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, UncordonNode
 from services.gateway.admin_api.send import build, run
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who

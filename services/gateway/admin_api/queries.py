@@ -18,15 +18,6 @@ from strawberry.types import Info
 from commands.authorisation import Principal, can_administer_cluster, can_read_domain
 from commands.tenancy import User
 from schemas.tenancy import ScopeKind
-from services.gateway.admin_api.access import (
-    own_scopes,
-    policies_in_use,
-    sees_email,
-    sees_keypair,
-    sees_project,
-    sees_scope,
-    sees_user,
-)
 from services.gateway.admin_api.inputs import choice
 from services.gateway.admin_api.resource_types import (
     ImageInfo,
@@ -43,7 +34,16 @@ from services.gateway.admin_api.tenancy_types import (
     Viewer,
 )
 from services.gateway.context import Context, ctx_of, who
-from services.gateway.inputs import InputError
+from services.gateway.core.inputs import InputError
+from services.gateway.core.visibility import (
+    own_scopes,
+    policies_in_use,
+    sees_email,
+    sees_keypair,
+    sees_project,
+    sees_scope,
+    sees_user,
+)
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

@@ -15,10 +15,12 @@ from schemas.service_ports import ServicePort
 from schemas.tenancy import (
     SLOT_NAMES,
     DefaultForUnspecified,
+    GroupScheduling,
     KeypairPolicyLimits,
     SlotLimits,
     StoragePolicyLimits,
 )
+from services.gateway.admin_api.group_settings import with_setting_fields
 
 UNLIMITED = "unlimited"
 
@@ -128,36 +130,18 @@ class ResourcePolicyInfo:
 
 
 @strawberry.type
+@with_setting_fields
 class ResourceGroupInfo:
+    """A group's scheduling settings are fields of their own (``group_settings``)."""
+
     name: strawberry.ID
     description: str
-    queue_policy: str
-    agent_selection: str
-    head_of_line: str = strawberry.field(description="block | backfill")
-    starvation_after_seconds: int = strawberry.field(
-        description="how long a blocked head waits before it reserves a node (backfill)"
-    )
-    fragmentation_guard: bool = strawberry.field(
-        description="a fractional GPU request is never split over more devices than it needs"
-    )
-    device_fill: str = strawberry.field(description="fill | evenly")
-    pending_timeout_seconds: int | None = strawberry.field(
-        description="a session waiting longer is cancelled; null: never"
-    )
-    preemption: bool = strawberry.field(
-        description="a waiting session may stop lower-priority ones to fit (docs/scheduling.md)"
-    )
-    preemption_grace_seconds: int = strawberry.field(
-        description="how long a session waits for room before it preempts"
-    )
-    preempt_across_domains: bool = strawberry.field(
-        description="victims may belong to another domain"
-    )
     allowed_session_types: list[str]
     domains: list[str] | None = strawberry.field(description="null unless a superadmin asks")
     projects: list[str] | None
     keypairs: list[str] | None
     active: bool
+    scheduling: strawberry.Private[GroupScheduling]
 
     @classmethod
     def of(cls, group: ResourceGroup, *, members: bool) -> ResourceGroupInfo:
@@ -165,21 +149,12 @@ class ResourceGroupInfo:
         return cls(
             name=strawberry.ID(group.name),
             description=group.description,
-            queue_policy=group.scheduling.queue_policy.value,
-            agent_selection=group.scheduling.agent_selection.value,
-            head_of_line=group.scheduling.head_of_line.value,
-            starvation_after_seconds=group.scheduling.starvation_after_s,
-            fragmentation_guard=group.scheduling.fragmentation_guard,
-            device_fill=group.scheduling.device_fill.value,
-            pending_timeout_seconds=group.scheduling.pending_timeout_s,
-            preemption=group.scheduling.preemption,
-            preemption_grace_seconds=group.scheduling.preemption_grace_s,
-            preempt_across_domains=group.scheduling.preempt_across_domains,
             allowed_session_types=[t.value for t in group.allowed_session_types],
             domains=sorted(group.domains) if members else None,
             projects=sorted(group.projects) if members else None,
             keypairs=sorted(group.keypairs) if members else None,
             active=group.active,
+            scheduling=group.scheduling,
         )
 
 

@@ -16,11 +16,11 @@ from commands.messages import Command, explain
 from commands.outcome import Outcome
 from commands.tenancy import Keypair, Project, User
 from schemas.tenancy import Role
-from services.gateway.admin_api.access import sees_keypair, sees_project, sees_user
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context
-from services.gateway.inputs import InputError
-from services.gateway.types import OutcomeStatus
+from services.gateway.core.inputs import InputError
+from services.gateway.core.types import OutcomeStatus
+from services.gateway.core.visibility import sees_keypair, sees_project, sees_user
 
 C = TypeVar("C", bound=Command)
 SETTLE_STEP_S = 0.01

@@ -35,7 +35,7 @@ from services.gateway.admin_api.send import (
 )
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
-from services.gateway.inputs import InputError
+from services.gateway.core.inputs import InputError
 
 Ctx = Info[Context, Any]
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import strawberry
 
 from commands.tenancy import Domain, Keypair, Project, User
 from services.gateway.admin_api.resource_types import Limits
-from services.gateway.types import OutcomeStatus
+from services.gateway.core.types import OutcomeStatus
 
 
 @strawberry.type

@@ -1,1 +1,2 @@
-"""Gateway authentication: signed requests, logins, secrets and passwords at rest, rate limits."""
+"""Gateway authentication: signed requests, logins (and the ``login``/``logout`` mutations),
+secrets and passwords at rest, rate limits."""

@@ -1,7 +1,7 @@
 // The checks the gateway makes on createSession, made in the browser before sending, so a
 // form can say what is wrong next to the field. The numbers and patterns come from the
 // gateway (/console/rules.json, built from schemas/bounds.py, schemas/session.py and
-// schemas/vfolder.py); the logic mirrors services/gateway/inputs.py. The gateway checks again
+// schemas/vfolder.py); the logic mirrors services/gateway/sessions/inputs.py. The gateway checks again
 // and its answer is the last word: the form shows it when it refuses.
 
 let loaded = null;

@@ -6,7 +6,7 @@ import { h } from "../dom.js";
 import { groupBy } from "./cluster.js";
 import { ordinal } from "./format.js";
 
-export const KIND_WORDS = { fragmented: "fragmented", short: "not enough free", fits: "has room", oversized: "no node that large" };
+export const KIND_WORDS = { fragmented: "fragmented", short: "not enough free", fits: "has room", oversized: "never fits as is" };
 
 export function noteBadge(note) {
   return h("span", { class: `op-kind op-kind-${note.kind}`, dataset: { kind: note.kind } }, KIND_WORDS[note.kind] ?? note.kind);

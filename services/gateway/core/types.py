@@ -1,0 +1,47 @@
+"""GraphQL object types the features share: a command's outcome, a page's info and an amount
+of resources (``resources`` builds one from the views' integer units)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import Enum
+
+import strawberry
+
+
+@strawberry.enum
+class OutcomeStatus(Enum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    PENDING = "pending"
+
+
+@strawberry.type
+class CommandOutcome:
+    command_id: strawberry.ID
+    status: OutcomeStatus
+    code: str | None
+    message: str
+    session_id: strawberry.ID | None
+    seq: int | None = strawberry.field(description="stream sequence of the last event written")
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type
+class Resources:
+    cpu: str = strawberry.field(description="cores, as a decimal string")
+    memory_bytes: str = strawberry.field(description="bytes, as a string (can exceed 2^31)")
+    gpu: str = strawberry.field(description="devices, as a decimal string (0.01 steps)")
+
+
+def resources(cpu_milli: int, memory_bytes: int, gpu_hundredths: int) -> Resources:
+    return Resources(
+        cpu=str(Decimal(cpu_milli) / 1000),
+        memory_bytes=str(memory_bytes),
+        gpu=str(Decimal(gpu_hundredths) / 100),
+    )

@@ -1,0 +1,1 @@
+"""The virtual folders feature: folder queries and mutations, sharing, and data-plane tokens."""

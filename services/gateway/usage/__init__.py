@@ -1,0 +1,1 @@
+"""The usage feature: resources x time reports, as the ``usage`` query and ``GET /usage.csv``."""
