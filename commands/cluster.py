@@ -1,9 +1,9 @@
-"""Where and from what sessions run, decided by the gateway's admin module:
+"""Where and from what sessions run, decided by the tenancy service:
 ``ResourceGroup`` (``ev.resource_group.<name>``: its scheduling settings, and the domains,
 projects and keypairs that may use it) and ``Image`` (``ev.image.<id>``).
 
-Rules that need more than one aggregate (an associated project exists) are the admin
-module's. Repeating a change that is already true records nothing and answers False.
+Rules that need more than one aggregate (an associated project exists) are the tenancy
+service's. Repeating a change that is already true records nothing and answers False.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from schemas.service_ports import ServicePort, ServicePortError, check_service_p
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
+    CREATED_SCHEDULING,
     AgentSelection,
     GroupScheduling,
     QueuePolicy,
@@ -49,9 +50,6 @@ class ImageForgottenError(DomainError):
 
 
 GROUP_SCOPES = (ScopeKind.DOMAIN, ScopeKind.PROJECT, ScopeKind.KEYPAIR)
-
-CREATED_SCHEDULING = GroupScheduling(agent_selection=AgentSelection.DISPERSED)
-"""A new group's settings where the admin names none (groups have always dispersed)."""
 
 
 class ResourceGroup(Aggregate):
@@ -94,7 +92,7 @@ class ResourceGroup(Aggregate):
         types = _session_types(allowed_session_types)
         return cls._create(
             cls.Created, id=name, timestamp=now, description=description,
-            allowed_session_types=types, **scheduling.model_dump(),
+            allowed_session_types=types, scheduling=scheduling,
         )  # fmt: skip
 
     def modify(
@@ -107,7 +105,7 @@ class ResourceGroup(Aggregate):
             return False
         return self._trigger(
             self.Modified, now, description=description, allowed_session_types=types,
-            **scheduling.model_dump(),
+            scheduling=scheduling,
         )  # fmt: skip
 
     def members(self, scope: ScopeKind) -> frozenset[str]:
@@ -169,18 +167,7 @@ class ResourceGroup(Aggregate):
 def _settings(group: ResourceGroup, event: ResourceGroupCreated | ResourceGroupModified) -> None:
     group.description = event.description
     group.allowed_session_types = event.allowed_session_types
-    group.scheduling = GroupScheduling(
-        queue_policy=event.queue_policy,
-        agent_selection=event.agent_selection,
-        head_of_line=event.head_of_line,
-        starvation_after_s=event.starvation_after_s,
-        fragmentation_guard=event.fragmentation_guard,
-        device_fill=event.device_fill,
-        pending_timeout_s=event.pending_timeout_s,
-        preemption=event.preemption,
-        preemption_grace_s=event.preemption_grace_s,
-        preempt_across_domains=event.preempt_across_domains,
-    )
+    group.scheduling = event.scheduling
 
 
 def _session_types(types: Iterable[SessionType]) -> tuple[SessionType, ...]:

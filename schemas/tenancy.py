@@ -91,26 +91,69 @@ MAX_PENDING_TIMEOUT_S = 366 * 24 * 3600
 
 
 class GroupScheduling(BaseModel):
-    """How one resource group orders its queue and places sessions on its nodes."""
+    """How one resource group orders its queue and places sessions on its nodes: each setting
+    declared once, here. The commands and events embed this model; the GraphQL arguments and
+    fields (``services/gateway/admin_api/group_settings.py``) and the table in
+    ``docs/tenancy.md`` (checked by a test) follow from its fields. See docs/architecture.md,
+    "Adding a resource group setting".
+
+    A setting's default is what a group stored before the setting existed means (its events
+    hold none and load with the default), so a default never changes once released; a new
+    group takes ``CREATED_SCHEDULING`` where the admin names nothing.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    queue_policy: QueuePolicy = QueuePolicy.FIFO
-    agent_selection: AgentSelection = AgentSelection.CONCENTRATED
-    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
-    starvation_after_s: int = Field(default=300, ge=0, le=MAX_STARVATION_S)
-    fragmentation_guard: bool = True
-    """Refuse to split a fractional request over more devices than it needs."""
-    device_fill: DeviceFill = DeviceFill.FILL
-    pending_timeout_s: int | None = Field(default=None, ge=1, le=MAX_PENDING_TIMEOUT_S)
-    """A session still waiting this long after its request is cancelled (None: never)."""
-    preemption: bool = False
-    """A waiting session may stop running sessions of lower priority when that is the only
-    way to place it (docs/scheduling.md, "Preemption")."""
-    preemption_grace_s: int = Field(default=60, ge=0, le=MAX_STARVATION_S)
-    """How long a session waits for room to come by itself before it preempts."""
-    preempt_across_domains: bool = False
-    """Victims may belong to another domain than the session they make room for."""
+    queue_policy: QueuePolicy = Field(
+        default=QueuePolicy.FIFO, description="the order of the queue after priority"
+    )
+    agent_selection: AgentSelection = Field(
+        default=AgentSelection.CONCENTRATED,
+        description="which of the nodes a session fits on takes it",
+    )
+    head_of_line: HeadOfLine = Field(
+        default=HeadOfLine.BACKFILL,
+        description="what the sessions behind a head that fits nowhere do",
+    )
+    starvation_after_s: int = Field(
+        default=300,
+        ge=0,
+        le=MAX_STARVATION_S,
+        description="how long a blocked head waits before it reserves a node (backfill)",
+    )
+    fragmentation_guard: bool = Field(
+        default=True,
+        description="a fractional GPU request is never split over more devices than it needs",
+    )
+    device_fill: DeviceFill = Field(
+        default=DeviceFill.FILL, description="how fractional GPU shares are laid over devices"
+    )
+    pending_timeout_s: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_PENDING_TIMEOUT_S,
+        description="a session still waiting this long after its request is cancelled "
+        "(never when unset)",
+    )
+    preemption: bool = Field(
+        default=False,
+        description="a waiting session may stop lower-priority ones when that is the only "
+        "way to place it (docs/scheduling.md)",
+    )
+    preemption_grace_s: int = Field(
+        default=60,
+        ge=0,
+        le=MAX_STARVATION_S,
+        description="how long a session waits for room to come by itself before it preempts",
+    )
+    preempt_across_domains: bool = Field(
+        default=False, description="victims may belong to another domain"
+    )
+
+
+CREATED_SCHEDULING = GroupScheduling(agent_selection=AgentSelection.DISPERSED)
+"""A new group's settings where the admin names none (groups have always dispersed). A group
+no admin has created (``default`` before bootstrap) schedules with ``GroupScheduling()``."""
 
 
 SLOT_NAMES = ("cpu", "memory", "gpu")

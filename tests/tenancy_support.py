@@ -30,6 +30,7 @@ from schemas.ids import event_id_for, new_id
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
+    CREATED_SCHEDULING,
     GroupScheduling,
     KeypairPolicyLimits,
     PolicyKind,
@@ -163,8 +164,10 @@ async def associate_group(
             events: tuple[Event, ...] = (associated,)
         else:
             version = 0
-            settings = scheduling.model_dump() if scheduling is not None else {}
-            events = (ResourceGroupCreated(**settings), associated)
+            created = ResourceGroupCreated(
+                scheduling=CREATED_SCHEDULING if scheduling is None else scheduling
+            )
+            events = (created, associated)
         cause = new_id()
         envelopes = [_envelope(ref, version + i, e, cause) for i, e in enumerate(events, 1)]
         try:

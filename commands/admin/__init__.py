@@ -1,6 +1,6 @@
 """Admin commands on the tenancy aggregates (``cmd.domain.*``, ``cmd.project.*``,
 ``cmd.user.*``, ``cmd.keypair.*``, ``cmd.resource_policy.*``, ``cmd.resource_group.*``,
-``cmd.image.*``), decided by the gateway's admin module. One module per family:
+``cmd.image.*``), decided by the tenancy service. One module per family:
 ``organisation`` (domains, projects), ``people`` (users, keypairs), ``resources`` (resource
 policies, resource groups, images); all are importable from here.
 
@@ -17,7 +17,6 @@ from commands.admin.fields import (
     ImageName,
     Name,
     Reason,
-    StarvationSeconds,
 )
 from commands.admin.organisation import (
     CreateDomain,
@@ -106,6 +105,5 @@ __all__ = [
     "RemoveUserFromProject",
     "SetDefaultKeypair",
     "SkipQuarantinedEvent",
-    "StarvationSeconds",
     "VoidAggregate",
 ]

@@ -1,5 +1,5 @@
-"""The constrained field types the admin commands share: names, descriptions, reasons, image
-names and starvation times. Pure; no subjects."""
+"""The constrained field types the admin commands share: names, descriptions, reasons and
+image names. Pure; no subjects."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from schemas.tenancy import MAX_PENDING_TIMEOUT_S, MAX_STARVATION_S, NAME_PATTERN
+from schemas.tenancy import NAME_PATTERN
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
-StarvationSeconds = Annotated[int, Field(ge=0, le=MAX_STARVATION_S)]
-PendingTimeout = Annotated[int | None, Field(ge=1, le=MAX_PENDING_TIMEOUT_S)]
 Description = Annotated[str, Field(max_length=1024)]
 Reason = Annotated[str, Field(max_length=512)]
 ImageName = Annotated[

@@ -3,19 +3,11 @@ resource groups (``cmd.resource_group.*``) and images (``cmd.image.*``)."""
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
-from commands.admin.fields import (
-    Description,
-    ImageLabels,
-    ImageName,
-    Name,
-    PendingTimeout,
-    Reason,
-    StarvationSeconds,
-)
+from commands.admin.fields import Description, ImageLabels, ImageName, Name, Reason
 from commands.messages import Command
 from schemas.ids import Token
 from schemas.resources import ResourceSlots
@@ -28,12 +20,10 @@ from schemas.service_ports import (
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
-    AgentSelection,
-    DeviceFill,
-    HeadOfLine,
+    CREATED_SCHEDULING,
+    GroupScheduling,
     KeypairPolicyLimits,
     PolicyKind,
-    QueuePolicy,
     ScopeKind,
     SlotLimits,
     StoragePolicyLimits,
@@ -66,42 +56,33 @@ class ModifyResourcePolicy(Command):
 
 
 class CreateResourceGroup(Command):
-    """Settings left out take ``GroupScheduling``'s defaults, except that a group disperses
-    unless told otherwise (as groups always have)."""
+    """Settings left out of ``scheduling`` are ``CREATED_SCHEDULING``'s (a new group disperses
+    unless told otherwise, as groups always have)."""
 
     aggregate_type, verb = RG, "create"
     name: Name
     description: Description = ""
-    queue_policy: QueuePolicy = QueuePolicy.FIFO
-    agent_selection: AgentSelection = AgentSelection.DISPERSED
     allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
-    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
-    starvation_after_s: StarvationSeconds = 300
-    fragmentation_guard: bool = True
-    device_fill: DeviceFill = DeviceFill.FILL
-    pending_timeout_s: PendingTimeout = None
-    preemption: bool = False
-    preemption_grace_s: StarvationSeconds = 60
-    preempt_across_domains: bool = False
+    scheduling: GroupScheduling = CREATED_SCHEDULING
+
+    @field_validator("scheduling", mode="before")
+    @classmethod
+    def _left_out_as_created(cls, given: Any) -> Any:
+        # GroupScheduling's own defaults are what groups stored before a setting existed mean
+        # (they concentrated); a new group named in part takes a new group's.
+        if isinstance(given, dict):
+            return {**CREATED_SCHEDULING.model_dump(), **given}
+        return given
 
 
 class ModifyResourceGroup(Command):
-    """The group's settings, whole: every one is named, so none is reset by leaving it out."""
+    """The group's settings, whole: ``scheduling`` replaces the group's."""
 
     aggregate_type, verb = RG, "modify"
     name: Name
     description: Description
-    queue_policy: QueuePolicy
-    agent_selection: AgentSelection
     allowed_session_types: tuple[SessionType, ...]
-    head_of_line: HeadOfLine
-    starvation_after_s: StarvationSeconds
-    fragmentation_guard: bool
-    device_fill: DeviceFill
-    pending_timeout_s: PendingTimeout = None
-    preemption: bool = False
-    preemption_grace_s: StarvationSeconds = 60
-    preempt_across_domains: bool = False
+    scheduling: GroupScheduling
 
 
 class AssociateResourceGroup(Command):

@@ -1,26 +1,27 @@
-"""Events of the tenancy aggregates, written only by the gateway's admin module:
+"""Events of the tenancy aggregates, written only by the tenancy service:
 ``ev.domain.<name>``, ``ev.project.<id>``, ``ev.user.<id>``, ``ev.keypair.<access key>``,
 ``ev.resource_policy.<kind>-<name>``, ``ev.resource_group.<name>``, ``ev.image.<id>``.
 
 No secret and no personal data in clear: a keypair's secret key lives encrypted in a KV bucket
 and its event names the key id; a user's email is here only as a keyed digest (for uniqueness
 and login lookups) and sealed with a key of that person's own, which forgetting them deletes.
+
+A resource group's v2 events hold its scheduling settings as one ``GroupScheduling``; v1
+events spelled each out and are upcast on load.
 """
 
 from __future__ import annotations
 
-from events.catalogue import Event, event
+from events.catalogue import Event, Payload, event, upcaster
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ServicePort
 from schemas.session import SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
-    AgentSelection,
-    DeviceFill,
-    HeadOfLine,
+    CREATED_SCHEDULING,
+    GroupScheduling,
     KeypairPolicyLimits,
     PolicyKind,
-    QueuePolicy,
     Role,
     ScopeKind,
     SlotLimits,
@@ -197,43 +198,45 @@ class ResourcePolicyModified(Event):
 # ---- resource groups ----------------------------------------------------------------------
 
 
-# The scheduling fields after the first two came later: their defaults are what a group
-# created or modified before them meant (literals, not ``GroupScheduling()``'s defaults, so a
-# later change of those never rewrites history).
-
-
-@event("ResourceGroupCreated", GROUP)
+@event("ResourceGroupCreated", GROUP, version=2)
 class ResourceGroupCreated(Event):
     description: str = ""
-    queue_policy: QueuePolicy = QueuePolicy.FIFO
-    agent_selection: AgentSelection = AgentSelection.DISPERSED
     allowed_session_types: tuple[SessionType, ...] = tuple(SessionType)
-    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
-    starvation_after_s: int = 300
-    fragmentation_guard: bool = True
-    device_fill: DeviceFill = DeviceFill.FILL
-    pending_timeout_s: int | None = None
-    preemption: bool = False
-    preemption_grace_s: int = 60
-    preempt_across_domains: bool = False
+    scheduling: GroupScheduling = CREATED_SCHEDULING
+    """A setting added to ``GroupScheduling`` later loads with its default."""
 
 
-@event("ResourceGroupModified", GROUP)
+@event("ResourceGroupModified", GROUP, version=2)
 class ResourceGroupModified(Event):
     """The group's settings, whole."""
 
     description: str
-    queue_policy: QueuePolicy
-    agent_selection: AgentSelection
     allowed_session_types: tuple[SessionType, ...]
-    head_of_line: HeadOfLine = HeadOfLine.BACKFILL
-    starvation_after_s: int = 300
-    fragmentation_guard: bool = True
-    device_fill: DeviceFill = DeviceFill.FILL
-    pending_timeout_s: int | None = None
-    preemption: bool = False
-    preemption_grace_s: int = 60
-    preempt_across_domains: bool = False
+    scheduling: GroupScheduling
+
+
+V1_SCHEDULING: Payload = {
+    "queue_policy": "fifo",
+    "agent_selection": "dispersed",
+    "head_of_line": "backfill",
+    "starvation_after_s": 300,
+    "fragmentation_guard": True,
+    "device_fill": "fill",
+    "pending_timeout_s": None,
+    "preemption": False,
+    "preemption_grace_s": 60,
+    "preempt_across_domains": False,
+}
+"""The settings v1 events spelled out at the top level, with what a v1 event that holds none
+of a setting meant (it was written before the setting existed). Literals: v1 is closed, and a
+later change of ``GroupScheduling``'s defaults must not rewrite what it meant."""
+
+
+@upcaster("ResourceGroupCreated", from_version=1)
+@upcaster("ResourceGroupModified", from_version=1)
+def _scheduling_v1_to_v2(payload: Payload) -> Payload:
+    scheduling = {name: payload.pop(name, meant) for name, meant in V1_SCHEDULING.items()}
+    return {**payload, "scheduling": scheduling}
 
 
 @event("ResourceGroupAssociated", GROUP)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from events.bus import connect, ensure_streams
-from events.metrics import lag_metrics, metrics_listener
+from events.metrics import lag_metrics
+from httpserver.metrics import metrics_listener
 from schemas.settings import NatsSettings
 from services.tenancy.service import TenancyService
 from services.tenancy.settings import TenancySettings

@@ -11,7 +11,7 @@ from commands import admin as a
 from commands.directory import Directory
 from commands.tenancy import Image, ResourceGroup
 from schemas.subjects import AggregateType
-from schemas.tenancy import GroupScheduling, ScopeKind, image_id_for
+from schemas.tenancy import ScopeKind, image_id_for
 from services.tenancy.common import (
     Change,
     Decision,
@@ -34,15 +34,9 @@ def create_resource_group(
     if cmd.name in d.groups:
         return exists(d, AggregateType.RESOURCE_GROUP, cmd.name, cmd, f"resource group {cmd.name}")
     group = ResourceGroup.create(
-        cmd.name, cmd.description, _scheduling(cmd), cmd.allowed_session_types, now
+        cmd.name, cmd.description, cmd.scheduling, cmd.allowed_session_types, now
     )
     return Change((group,), f"resource group {cmd.name} created")
-
-
-def _scheduling(cmd: a.CreateResourceGroup | a.ModifyResourceGroup) -> GroupScheduling:
-    return GroupScheduling.model_validate(
-        {name: getattr(cmd, name) for name in GroupScheduling.model_fields}
-    )
 
 
 def _group_change(
@@ -61,7 +55,7 @@ def modify_resource_group(
     cmd: a.ModifyResourceGroup, d: Directory, who: Who, now: datetime
 ) -> Decision:
     def act(x: ResourceGroup) -> bool:
-        return x.modify(cmd.description, _scheduling(cmd), cmd.allowed_session_types, now)
+        return x.modify(cmd.description, cmd.scheduling, cmd.allowed_session_types, now)
 
     return _group_change(cmd, d, who, act, "modified", "already had these settings")
 

@@ -4,7 +4,7 @@ policies, resource groups and images.
 Folds ``ev.domain.*``, ``ev.project.*``, ``ev.user.*``, ``ev.keypair.*``,
 ``ev.resource_policy.*``, ``ev.resource_group.*`` and ``ev.image.*`` into a ``Directory`` and
 answers every tenancy command (``cmd.<those aggregates>.*``, one durable consumer) with a
-``TenancyDecider`` (``deciding``: who asks, the pure decider, one guarded commit through the
+``TenancyDecider`` (``writer``: who asks, the pure decider, one guarded commit through the
 unit of work); a refusal a fresher directory might turn around is decided once more after
 folding to the log's end. Writes those event subjects and ``out.<command id>`` via the runner.
 """
@@ -21,11 +21,12 @@ from commands.messages import Command
 from commands.outcome import Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
 from events.bus import Bus
-from events.fold import Fold, Follower
+from events.fold import Fold
+from events.follower import Follower
 from events.store import EventStore
-from services.tenancy.deciding import TenancyDecider
 from services.tenancy.routes import DECIDERS
 from services.tenancy.settings import TenancySettings
+from services.tenancy.writer import TenancyDecider
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from schemas.tenancy import (
     SlotLimits,
     StoragePolicyLimits,
 )
+from services.gateway.admin_api.group_settings import group_scheduling
 from services.gateway.admin_api.inputs import (
     KeypairPolicyInput,
     SlotLimitsInput,
@@ -27,7 +28,6 @@ from services.gateway.admin_api.inputs import (
     StoragePolicyInput,
     choice,
     email,
-    group_scheduling,
     parse_size,
     password,
     policy_limits,
@@ -35,7 +35,7 @@ from services.gateway.admin_api.inputs import (
     slot_limits,
     slots,
 )
-from services.gateway.inputs import InputError
+from services.gateway.core.inputs import InputError
 
 
 @pytest.mark.parametrize(

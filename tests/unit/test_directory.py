@@ -176,14 +176,18 @@ def test_allowed_groups_are_the_union_of_active_associations(log: Log) -> None:
 def test_group_scheduling_is_the_groups_latest_settings_or_the_defaults(log: Log) -> None:
     d = log.directory
     assert d.group_scheduling("default") == GroupScheduling()  # no admin created it yet
-    log.add("gpu-a", ResourceGroupCreated(queue_policy=QueuePolicy.DRF))
+    drf = GroupScheduling(queue_policy=QueuePolicy.DRF, agent_selection=AgentSelection.DISPERSED)
+    log.add("gpu-a", ResourceGroupCreated(scheduling=drf))
     assert d.group_scheduling("gpu-a") == GroupScheduling(
         queue_policy=QueuePolicy.DRF, agent_selection=AgentSelection.DISPERSED
     )
     blocking = ResourceGroupModified(
-        description="", queue_policy=QueuePolicy.FIFO, agent_selection=AgentSelection.CONCENTRATED,
-        allowed_session_types=tuple(SessionType), head_of_line=HeadOfLine.BLOCK,
-        starvation_after_s=60, fragmentation_guard=False, device_fill=DeviceFill.EVENLY,
+        description="", allowed_session_types=tuple(SessionType),
+        scheduling=GroupScheduling(
+            queue_policy=QueuePolicy.FIFO, agent_selection=AgentSelection.CONCENTRATED,
+            head_of_line=HeadOfLine.BLOCK, starvation_after_s=60, fragmentation_guard=False,
+            device_fill=DeviceFill.EVENLY,
+        ),
     )  # fmt: skip
     log.add("gpu-a", blocking, ResourceGroupDeactivated())
     assert d.group_scheduling("gpu-a") == GroupScheduling(

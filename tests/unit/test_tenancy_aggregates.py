@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from commands.cluster import CREATED_SCHEDULING
 from commands.tenancy import (
     Domain,
     Image,
@@ -41,6 +40,7 @@ from events.domain.tenancy import (
 from schemas.resources import ResourceSlots
 from schemas.session import SessionType
 from schemas.tenancy import (
+    CREATED_SCHEDULING,
     AgentSelection,
     DeviceFill,
     GroupScheduling,
@@ -241,10 +241,7 @@ def test_a_resource_group_is_created_with_all_its_scheduling_settings() -> None:
     )  # fmt: skip
     assert then(group) == [
         ResourceGroupCreated(
-            description="gpus", queue_policy=QueuePolicy.LIFO,
-            agent_selection=AgentSelection.ROUND_ROBIN, allowed_session_types=(SessionType.BATCH,),
-            head_of_line=HeadOfLine.BLOCK, starvation_after_s=0, fragmentation_guard=False,
-            device_fill=DeviceFill.EVENLY,
+            description="gpus", allowed_session_types=(SessionType.BATCH,), scheduling=STRICT
         )
     ]  # fmt: skip
 
@@ -255,11 +252,15 @@ def test_events_from_before_the_scheduling_settings_load_with_their_defaults() -
     created = {"description": "", "queue_policy": "drf", "agent_selection": "dispersed",
                "allowed_session_types": ["interactive", "batch"]}  # fmt: skip
     modified = {**created, "queue_policy": "lifo"}
+    v1 = {"schema_version": 1}  # as stored then
+    shape = ResourceGroupModified(
+        description="", allowed_session_types=(), scheduling=GroupScheduling()
+    )
     envelopes = [
-        envelope_of("old", 1, ResourceGroupCreated(), T0).model_copy(update={"payload": created}),
-        envelope_of("old", 2, ResourceGroupModified.model_validate(modified), NOW).model_copy(
-            update={"payload": modified}
+        envelope_of("old", 1, ResourceGroupCreated(), T0).model_copy(
+            update={"payload": created, **v1}
         ),
+        envelope_of("old", 2, shape, NOW).model_copy(update={"payload": modified, **v1}),
     ]
     assert "head_of_line" not in envelopes[0].payload
     first = ResourceGroup.rehydrate(envelopes[:1])
@@ -289,10 +290,9 @@ def test_modifying_a_resource_group_records_its_settings_whole_once() -> None:
     guarded = STRICT.model_copy(update={"fragmentation_guard": True})
     assert group.modify("gpus", guarded, types, NOW) is True
     assert then(group) == [
+        ResourceGroupModified(description="gpus", allowed_session_types=types, scheduling=STRICT),
         ResourceGroupModified(description="gpus", allowed_session_types=types,
-                              **STRICT.model_dump()),
-        ResourceGroupModified(description="gpus", allowed_session_types=types,
-                              **guarded.model_dump()),
+                              scheduling=guarded),
     ]  # fmt: skip
     assert group.scheduling == guarded
 

@@ -27,7 +27,7 @@ from schemas.tenancy import (
     project_id_for,
     user_id_for,
 )
-from services.tenancy.deciding import TenancyDecider
+from services.tenancy.writer import TenancyDecider
 from tests.unit.scenario import T0, at
 
 SERVICE = Actor.service("tests")

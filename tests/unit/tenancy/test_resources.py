@@ -27,6 +27,7 @@ from schemas.session import SessionType
 from schemas.tenancy import (
     AgentSelection,
     DeviceFill,
+    GroupScheduling,
     HeadOfLine,
     QueuePolicy,
     ScopeKind,
@@ -35,12 +36,16 @@ from schemas.tenancy import (
 from tests.unit.tenancy.support import PID1, Org, by
 
 BATCH = (SessionType.BATCH,)
+SCHEDULING = GroupScheduling(
+    queue_policy=QueuePolicy.DRF, agent_selection=AgentSelection.CONCENTRATED,
+    head_of_line=HeadOfLine.BLOCK, starvation_after_s=60, fragmentation_guard=False,
+    device_fill=DeviceFill.EVENLY,
+)  # fmt: skip
 SETTINGS: dict[str, Any] = {
-    "description": "gpus", "queue_policy": QueuePolicy.DRF,
-    "agent_selection": AgentSelection.CONCENTRATED, "allowed_session_types": BATCH,
-    "head_of_line": HeadOfLine.BLOCK, "starvation_after_s": 60, "fragmentation_guard": False,
-    "device_fill": DeviceFill.EVENLY,
-}  # fmt: skip
+    "description": "gpus",
+    "allowed_session_types": BATCH,
+    "scheduling": SCHEDULING,
+}
 IMAGE = "reg.example/py:3"
 SMALL, BIG = ResourceSlots(cpu_milli=1000), SlotLimits(gpu_hundredths=400)
 
@@ -66,7 +71,7 @@ async def test_a_resource_group_is_created_once_by_a_superadmin(org: Org) -> Non
     )
     # Settings left out: a new group disperses.
     (await w.when(a.CreateResourceGroup(name="g3", **by()))).accepted(
-        ResourceGroupCreated(agent_selection=AgentSelection.DISPERSED)
+        ResourceGroupCreated(scheduling=GroupScheduling(agent_selection=AgentSelection.DISPERSED))
     )
 
 

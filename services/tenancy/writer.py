@@ -1,7 +1,9 @@
-"""Deciding one tenancy command and storing the decision: who asks (from the folded
-``Directory``), the pure decider ``routes.DECIDERS`` names, and one guarded commit through
-the unit of work, decided again on the refreshed directory after a conflict. Writes the
-tenancy event subjects through any ``Store`` (JetStream in the service, in memory in tests).
+"""The tenancy writer: decides one tenancy command and stores the decision.
+
+Who asks (from the folded ``Directory``), the pure decider ``routes.DECIDERS`` names, and one
+guarded commit through the unit of work, decided again on the refreshed directory after a
+conflict. Writes the tenancy event subjects through any ``Store`` (JetStream in the service,
+in memory in tests).
 """
 
 from __future__ import annotations
