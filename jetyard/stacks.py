@@ -1,6 +1,8 @@
 """Which ``jetyard up`` stacks run on this machine, and where their data lives: what the
 operator commands (``jetyard log``, ``projections rebuild``, ``quarantine``, ``streams``) act
-on when they are not told.
+on when they are not told, and the gateway the SDK finds when it is given none. Written by the
+runtime (``jetyard.runtime.supervisor``), read by the SDK (``jetyard.sdk.config``) and the CLI
+(``jetyard.cli.operator_target``): it sits beside the three packages and imports none of them.
 
 ``jetyard up`` writes ``<data-dir>/run/stack.json`` (its pid, the gateway's URL, the NATS URL,
 the views' database) and a pointer to it in ``$XDG_RUNTIME_DIR/jetyard/stacks/`` (else

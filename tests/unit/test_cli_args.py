@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from jetyard.cli import _json_line, parse
-from jetyard.completion import SHELLS, script
-from jetyard.session_args import env_pair, mount, split_command
+from jetyard.cli.completion import SHELLS, script
+from jetyard.cli.main import parse
+from jetyard.cli.operator import _json_line
+from jetyard.cli.sessions_args import env_pair, mount, split_command
 
 
 def _parse(*argv: str) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""``jetyard/heap.py``: a service's heap frozen out of the collector's walks, and what that
+"""``jetyard.runtime.heap``: a service's heap frozen out of the collector's walks, and what that
 relies on: a frozen object is still freed by reference counting when it is dropped."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jetyard.heap import freeze_after_collecting, keep_frozen
+from jetyard.runtime.heap import freeze_after_collecting, keep_frozen
 
 
 class Held:

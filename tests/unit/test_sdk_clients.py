@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from jetyard.sdk import AsyncClient, Client, JetyardError
-from jetyard.sdk_models import Session, selection
+from jetyard.sdk.models import Session
+from jetyard.sdk.wire import selection
 
 SESSION = {
     "id": "s1", "name": None, "status": "RUNNING", "statusReason": "", "type": "batch",

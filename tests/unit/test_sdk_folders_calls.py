@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from jetyard.sdk import AsyncClient, JetyardError
-from jetyard.sdk_folders import literal
+from jetyard.sdk.wire import literal
 
 NODE = {
     "id": "f1",

@@ -1,4 +1,4 @@
-"""Unpacking a folder's archive on the user's machine (``jetyard.sdk_unpack``): a plain tree
+"""Unpacking a folder's archive on the user's machine (``jetyard.sdk.unpack``): a plain tree
 arrives whole; every hostile member (links, devices, escapes by name, members outside the
 top, a name twice) stops the unpack and leaves nothing, also when the archive comes through
 ``FolderFiles.download`` from a server (``httpx.MockTransport``)."""
@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from jetyard.sdk import JetyardError
-from jetyard.sdk_transfer import Access, FolderFiles
-from jetyard.sdk_unpack import ArchiveFeed, UnsafeArchive, unpack_into
+from jetyard.sdk.files import FolderFiles
+from jetyard.sdk.transfer import Access
+from jetyard.sdk.unpack import ArchiveFeed, UnsafeArchive, unpack_into
 
 
 def member(

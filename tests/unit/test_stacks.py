@@ -1,5 +1,5 @@
 """How the operator commands find the stack to act on (``jetyard.stacks``,
-``jetyard.operator_target``): the pointers ``jetyard up`` leaves, readable by their owner
+``jetyard.cli.operator_target``): the pointers ``jetyard up`` leaves, readable by their owner
 alone; a dead ``up``'s pointer ignored and removed; none running, or several, a clear error
 instead of a default; a data directory given explicitly read through its ``nats.env`` and
 ``run/stack.json``."""
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jetyard import stacks
-from jetyard.operator_target import nats_settings, projection_settings
+from jetyard.cli.operator_target import nats_settings, projection_settings
 from jetyard.stacks import NoStackError, StackRecord
 
 

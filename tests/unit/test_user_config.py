@@ -1,5 +1,5 @@
 """What ``jetyard login`` keeps and how the user commands find their credentials
-(``jetyard.userconfig``): the file readable by its owner alone in a directory only they can
+(``jetyard.sdk.config``): the file readable by its owner alone in a directory only they can
 enter, under ``$XDG_CONFIG_HOME``; no password in it; options, then the environment, then the
 file; the file's credentials never sent to another endpoint; an expired login said so."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jetyard.userconfig import (
+from jetyard.sdk.config import (
     ConfigError,
     Credentials,
     config_path,

@@ -1,0 +1,84 @@
+"""The ``jetyard`` command line: the parser of every command group and ``main``, which hands
+each command to its group. For users, through the SDK: ``login``/``logout`` (``login``),
+``run``, ``ps``, ``logs``, ``rm``, ``apps`` (``sessions``), ``shell``, ``vfolder``
+(``folders``), ``completion``. For operators, on NATS: stream set-up, audit replay (``log``),
+the views' rebuild, the quarantine, the AsyncAPI document (``operator``), and the runtime:
+``up`` and ``serve`` (``up``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import argcomplete
+
+from events.bus import ServerUnsuitableError
+from jetyard.cli import completion, folders, login, operator, sessions, shell, up
+from jetyard.cli.sessions_args import split_command
+from jetyard.runtime.data_dir import DataDirBusyError
+from jetyard.stacks import NoStackError
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="jetyard", description="GPU cluster manager on NATS JetStream"
+    )
+    sub = root.add_subparsers(dest="command", required=True)
+    login.add_parsers(sub)
+    sessions.add_parsers(sub)
+    operator.add_stream_parsers(sub)
+    up.add_up_parser(sub)
+    operator.add_view_parsers(sub)
+    up.add_serve_parser(sub)
+    operator.add_asyncapi_parser(sub)
+    folders.add_parser(sub)
+    shell.add_parser(sub)
+    completion.add_parser(sub)
+    operator.add_nats_parser(sub)
+    return root
+
+
+def parse(argv: list[str], root: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """The arguments, with ``run``'s command taken whole from after its ``--``."""
+    given, after_dashes = split_command(argv)
+    args = (root or parser()).parse_args(given)
+    if after_dashes is not None:
+        args.cmd = after_dashes
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    root = parser()
+    argcomplete.autocomplete(root)  # answers the shell and exits when it asks (completion.py)
+    args = parse(sys.argv[1:] if argv is None else argv, root)
+    try:
+        if args.command in sessions.COMMANDS:
+            return sessions.run(args)
+        if args.command in ("login", "logout"):
+            return login.login(args) if args.command == "login" else login.logout(args)
+        if args.command == "completion":
+            return completion.run(args)
+        if args.command in up.COMMANDS:
+            return up.run(args)
+        if args.command == "vfolder":
+            return folders.run(args)
+        if args.command == "shell":
+            return shell.run(args)
+        return operator.run(args)
+    except BrokenPipeError:  # `jetyard log | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except (
+        ConnectionError,
+        ServerUnsuitableError,
+        DataDirBusyError,
+        NoStackError,
+        ValueError,
+    ) as exc:
+        print(f"jetyard: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
