@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from commands.bus import CommandBus
-from commands.deciding import utc_now
+from commands.dispatch import utc_now
 from commands.messages import CreateSession, parse_command
 from commands.outcome import Accepted, Outcome
 from commands.outcome_log import OutcomeLog

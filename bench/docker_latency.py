@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from tests.e2e.conftest import TEST_IMAGE, Jetyard
 from tests.e2e.test_session_path import TERMINATE, create, wait_status
 

@@ -50,7 +50,7 @@ from bench.faststream_probe import probe
 from commands.bus import CommandBus
 from commands.outcome_log import OutcomeLog
 from events.bus import Bus, connect, ensure_streams
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import new_id
 from schemas.settings import NatsSettings
 from schemas.subjects import COMMANDS_STREAM

@@ -25,7 +25,7 @@ from events.envelope import Envelope
 from events.store import EventStore
 from events.tail import Tail
 from events.writes import AggregateRef, Write
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import new_id
 from schemas.settings import NatsSettings
 from schemas.subjects import AggregateType

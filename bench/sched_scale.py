@@ -50,7 +50,7 @@ from commands.bus import CommandBus
 from commands.messages import CreateSession
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
-from jetyard.natsserver import NatsServer, free_port
+from jetyard.runtime.natsserver import NatsServer, free_port
 from schemas.ids import session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.session import KernelSpec, SessionSpec

@@ -28,7 +28,7 @@ from commands.messages import CreateSession
 from events.bus import connect, ensure_streams
 from events.store import EventStore
 from events.tail import Tail
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots

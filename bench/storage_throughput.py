@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from services.storage.tokens import Claims, Operation, issue
 from services.storage.volumes import LocalVolume
 

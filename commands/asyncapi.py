@@ -157,8 +157,8 @@ class Parts:
 def _import_command_modules() -> None:
     # A command is registered when its module is imported: import them all, so a command in a
     # new module cannot be left out of the document.
-    for module in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
-        importlib.import_module(f"commands.{module}")
+    for module in sorted(m.name for m in pkgutil.walk_packages(commands.__path__, "commands.")):
+        importlib.import_module(module)
 
 
 def _ref(kind: str, name: str) -> Json:

@@ -2,9 +2,10 @@
 ``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*`` and ``ev.image.*``: who a
 request's actor is, which limits bind a scope, which resource groups a tenant may use.
 
-The gateway's admin module decides on it, and the scheduler folds it inside its own state
-(calling ``evolve`` directly), so ``evolve`` relies on nothing but the aggregates it holds:
-each aggregate skips versions it already has. Reads and writes nothing itself.
+The tenancy service decides on it, the gateway and the storage service fold it to authorise,
+and the scheduler folds it inside its own state (calling ``evolve`` directly), so ``evolve``
+relies on nothing but the aggregates it holds: each aggregate skips versions it already has.
+Reads and writes nothing itself.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """People: the ``User`` (``ev.user.<id>``) and ``Keypair`` (``ev.keypair.<access key>``)
-aggregates, decided by the gateway's admin module.
+aggregates, decided by the tenancy service.
 
 A user's id derives from the keyed digest of their email, so a second user with the same
 email is refused by the create-once guard; the email itself is only held sealed. A keypair

@@ -30,11 +30,11 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 
-from commands.deciding import BatchHandler as BatchHandler
-from commands.deciding import Decider
-from commands.deciding import Handler as Handler
-from commands.deciding import HandlerContext as HandlerContext
-from commands.deciding import utc_now as utc_now
+from commands.dispatch import BatchHandler as BatchHandler
+from commands.dispatch import Dispatcher
+from commands.dispatch import Handler as Handler
+from commands.dispatch import HandlerContext as HandlerContext
+from commands.dispatch import utc_now as utc_now
 from commands.messages import Command, UnknownCommandError, command_class
 from commands.outcome import Outcome
 from commands.outcome_log import OutcomeLog
@@ -63,7 +63,7 @@ class CommandRunner:
     bus: Bus
     handlers: Mapping[type[Command], Handler]
     durable: str
-    # One type, or several served by the same consumer (the gateway's admin module).
+    # One type, or several served by the same consumer (the tenancy service).
     aggregate_type: AggregateType | tuple[AggregateType, ...]
     store: EventStore | None = None
     clock: Callable[[], datetime] = utc_now
@@ -79,7 +79,7 @@ class CommandRunner:
         self._parking = Parking(
             self.bus, self.durable, self.retry, self.stats, self._write, self.ctx.now
         )
-        self._decider = Decider(
+        self._dispatcher = Dispatcher(
             self.durable, self.handlers, self.batch_handlers, self.ctx, outcomes,
             self._parking, self.stats,
         )  # fmt: skip
@@ -190,7 +190,7 @@ class CommandRunner:
             while waiting:
                 run = self._run_at(waiting)
                 try:
-                    await self._decider.process_run(run)
+                    await self._dispatcher.process_run(run)
                 except Exception:
                     # Unacked commands come back after the ack wait (e.g. the connection
                     # was lost mid-run); the loop carries on with the rest.
@@ -228,4 +228,4 @@ class CommandRunner:
                     await msg.in_progress()
 
     async def _write(self, outcome: Outcome) -> None:
-        await self._decider.write(outcome)
+        await self._dispatcher.write(outcome)

@@ -1,10 +1,10 @@
-"""Tenancy aggregates, decided by the gateway's admin module: ``Domain``
+"""Tenancy aggregates, decided by the tenancy service: ``Domain``
 (``ev.domain.<name>``), ``Project`` (``ev.project.<id>``) and ``ResourcePolicy``
 (``ev.resource_policy.<kind>-<name>``). Users and keypairs are in ``commands.people``, resource
 groups and images in ``commands.cluster`` (re-exported here: one import for all of tenancy).
 
 Rules that need more than one aggregate (a project's domain exists, a policy name is known)
-are the admin module's; the rules here need only the aggregate itself. Repeating a change
+are the tenancy service's; the rules here need only the aggregate itself. Repeating a change
 that is already true records nothing and answers False.
 """
 

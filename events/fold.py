@@ -15,7 +15,6 @@ admission, agents, gateway feeds) subclass ``FoldedState``; ``Fold`` feeds it:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
@@ -24,7 +23,6 @@ import nats.errors
 import nats.js.errors
 
 from events.bus import Bus
-from events.cancelling import cancelling
 from events.corrections import Corrections
 from events.direct import RawMessage
 from events.envelope import StoredEvent
@@ -249,65 +247,3 @@ class Fold(Generic[S]):
 
     async def close(self) -> None:
         await self._tail.close()
-
-
-class Follower(Generic[S]):
-    """Follows the log with a ``Fold`` in a background task and answers ``sync()``: "return
-    once everything stored before this call is folded". Services that decide on folded state
-    (scheduler, the gateway's admin module) ask it before saying "unknown" to a sender who may
-    have just written what makes the answer "known"."""
-
-    def __init__(
-        self, fold: Fold[S], store: EventStore, *, poll_timeout_s: float, retry_after_s: float
-    ) -> None:
-        self.fold = fold
-        self._store = store
-        self._poll_timeout_s = poll_timeout_s
-        self._retry_after_s = retry_after_s
-        self._task: asyncio.Task[None] | None = None
-        self._polled = asyncio.Condition()
-        self._polls_started = 0
-        self._last_poll = (0, False)  # (poll number, found nothing)
-
-    def start(self, name: str) -> None:
-        self._task = asyncio.create_task(self._follow(), name=name)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _follow(self) -> None:
-        state = self.fold.state
-        while not cancelling():
-            self._polls_started += 1
-            number, before = self._polls_started, state.position
-            try:
-                await self.fold.poll(self._poll_timeout_s)
-                empty = state.position == before
-            except Exception as exc:
-                if cancelling():
-                    raise asyncio.CancelledError from exc
-                # The tail recreates its consumer itself; this is a lost connection.
-                log.warning("reading the log failed (%r); trying again", exc)
-                empty = False
-                await asyncio.sleep(self._retry_after_s)
-            async with self._polled:
-                self._last_poll = (number, empty)
-                self._polled.notify_all()
-
-    async def sync(self, timeout: float = 10.0) -> None:
-        """Return once the position passed the log's end as read now, or a read that began
-        after that found nothing more for us."""
-        target = await self._store.stream_last_seq()
-        began_after = self._polls_started
-        state = self.fold.state
-
-        def synced() -> bool:
-            number, empty = self._last_poll
-            return state.position >= target or (number > began_after and empty)
-
-        async with self._polled:
-            await asyncio.wait_for(self._polled.wait_for(synced), timeout)

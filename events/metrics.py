@@ -1,8 +1,8 @@
 """Prometheus metrics of one service (``docs/metrics.md``): its registry, the counters every
-process shares (events appended), consumers' lag, and ``/metrics`` as an ASGI app and as a
-listener of its own for the services that serve no HTTP. Reads, at scrape time only, the
-consumer info of the consumers whose lag it reports (``$JS.API.CONSUMER.INFO``); writes
-nothing.
+process shares (events appended), consumers' lag, and ``/metrics`` as an ASGI app (served by
+the service's own HTTP listener, or by ``httpserver.metrics`` for the services that serve no
+HTTP). Reads, at scrape time only, the consumer info of the consumers whose lag it reports
+(``$JS.API.CONSUMER.INFO``); writes nothing.
 
 Figures are computed from what a service already keeps (its folded state, its consumers) when
 Prometheus asks, not counted on every change: a scrape every 15 s costs one pass over the
@@ -13,12 +13,10 @@ the log's last sequence) is read by an async ``before_scrape`` hook, then render
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -26,7 +24,6 @@ from prometheus_client.registry import Collector
 from starlette.types import Receive, Scope, Send
 
 from events.bus import Bus
-from events.serving import bound_socket, listening
 from events.writes import Write
 from schemas.subjects import COMMANDS_STREAM
 
@@ -185,37 +182,3 @@ def lag_metrics(fold: Fold[Any], bus: Bus | None = None, durables: Iterable[str]
     for durable in durables:
         lag.durable(durable)
     return metrics
-
-
-@contextlib.asynccontextmanager
-async def metrics_listener(
-    metrics: Metrics, host: str, port: int | None, what: str
-) -> AsyncIterator[str | None]:
-    """Serve ``metrics`` at ``http://host:port/metrics`` for the time of the block, entered
-    once listening with that URL. With no port, or a port that cannot be had, nothing is
-    served and the block gets ``None``: a service does not stop for want of its metrics.
-
-    For the services with no HTTP listener of their own (scheduler, tenancy, projections,
-    agent); the others answer ``/metrics`` on theirs."""
-    if port is None:
-        yield None
-        return
-    try:
-        sock = bound_socket(host, port)  # here, not by uvicorn: it exits the process if it cannot
-    except OSError as exc:
-        log.error("%s: /metrics cannot listen on %s:%s (%s); serving none", what, host, port, exc)
-        yield None
-        return
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != "/metrics":
-            await _answer(send, 404, b"see /metrics\n", "text/plain; charset=utf-8")
-            return
-        await metrics(scope, receive, send)
-
-    config = uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning")
-    try:
-        async with listening(uvicorn.Server(config), f"{what} metrics", sockets=[sock]):
-            yield f"http://{host}:{sock.getsockname()[1]}/metrics"
-    finally:
-        sock.close()

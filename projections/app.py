@@ -13,7 +13,7 @@ import logging
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from events.bus import connect
-from events.metrics import metrics_listener
+from httpserver.metrics import metrics_listener
 from projections.base import read_positions
 from projections.db import create_engine
 from projections.metrics import projection_metrics

@@ -18,9 +18,10 @@ from typing import TypeVar
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from projections import agents, nodes, session_tables
+from projections import agents, nodes
 from projections.base import positions
 from projections.db import slots_from
+from projections.sessions import tables as session_tables
 from projections.views import VIEWS
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from projections import agents, nodes, sessions, usage, vfolders
+from projections import agents, nodes
 from projections.base import View
+from projections.folders import view as vfolders
+from projections.sessions import view as sessions
+from projections.usage import view as usage
 
 VIEWS: tuple[View, ...] = (sessions.VIEW, nodes.VIEW, agents.VIEW, vfolders.VIEW, usage.VIEW)

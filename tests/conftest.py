@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from events.bus import Bus, connect, ensure_streams
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.settings import NatsSettings
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from events.bus import connect, ensure_streams
-from events.serving import serve_until
+from httpserver.server import serve_until
 from schemas.settings import NatsSettings
 from services.appproxy import http
 from services.appproxy.service import AppProxyService

@@ -15,7 +15,6 @@ No subjects.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -25,11 +24,12 @@ from starlette.types import Receive, Scope, Send
 
 from schemas import terminal_tokens
 from schemas.app_tokens import COOKIE
-from services.appproxy import access, headers
+from services.appproxy import access, bodies, headers
 from services.appproxy.metrics import proxy_metrics
+from services.appproxy.pool import Pool
 from services.appproxy.routes import Route
 from services.appproxy.service import AppProxyService
-from services.appproxy.upstream import Exchange, Head, Pool, UpstreamError
+from services.appproxy.upstream import Exchange, Head, UpstreamError
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class Forwarder:
         exchange.begin(head_only=head_only)
         exchange.send(request)
         if body is not None:
-            await _send_body(exchange, receive, chunked=body == "chunked")
+            await bodies.send_body(exchange, receive, chunked=body == "chunked")
         return exchange
 
     async def _answer(
@@ -235,58 +235,7 @@ class Forwarder:
             await send({"type": "http.response.body", "body": body})
             return
         await send({"type": "http.response.start", "status": head.status, "headers": answer})
-        await _stream(exchange, send, receive)
-
-
-async def _stream(exchange: Exchange, send: Send, receive: Receive) -> None:
-    """Pass the answer on as it comes; a client that goes away closes the app's connection."""
-    gone = asyncio.ensure_future(_disconnected(receive))
-
-    def went(task: asyncio.Future[None]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            exchange.abort()
-
-    gone.add_done_callback(went)
-    try:
-        while (data := await exchange.read()) is not None:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-    except UpstreamError as exc:
-        # Left incomplete: the server closes the client's connection, which tells it.
-        log.info("appproxy: an answer broke off: %s", exc)
-        return
-    finally:
-        gone.remove_done_callback(went)
-        gone.cancel()
-    await send({"type": "http.response.body", "body": b""})
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Return when the client has gone (what is left of a request body is skipped)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _send_body(exchange: Exchange, receive: Receive, *, chunked: bool) -> None:
-    """The client's request body, as it arrives (re-chunked when it came chunked)."""
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise UpstreamError("the client went away while sending its request")
-        data, more = message.get("body", b""), message.get("more_body", False)
-        try:
-            if chunked:
-                if data:
-                    exchange.send(b"%x\r\n%b\r\n" % (len(data), data))
-                if not more:
-                    exchange.send(b"0\r\n\r\n")
-            elif data:
-                exchange.send(data)
-            await exchange.drain()
-        except UpstreamError:
-            if exchange.received:
-                return  # the app answered before taking all of it: pass its answer on
-            raise
+        await bodies.stream(exchange, send, receive)
 
 
 def _request(

@@ -35,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.asyncio.client import ClientConnection, connect
 
-from events.serving import bound_socket
+from httpserver.server import bound_socket
 from schemas import terminal_tokens
 from services.appproxy import access, headers
 from services.appproxy.forward import Forwarder, Mount, Resolved, app_path

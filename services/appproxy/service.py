@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from commands.activity_reports import ActivityReports
 from events.bus import Bus
 from events.envelope import StoredEvent
-from events.fold import Fold, Follower
+from events.fold import Fold
+from events.follower import Follower
 from events.store import EventStore
 from schemas.activity import ActivitySource
 from schemas.principal import Actor

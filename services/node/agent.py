@@ -10,9 +10,10 @@ printed or used their CPUs or GPUs since the last time (``services.node.activity
 scheduler's idle timeout reads them).
 
 A reconcile pass compares the ledger, the containers found by label and the facts already on
-the log, and acts on the difference (``services.node.plan``). Passes run at start, after every
-ledger change, after every container event, after a NATS reconnect, after a failed pass (with
-back-off), and every ``resync_interval_s`` in case an event was missed. Stopping the agent
+the log, and acts on the difference (``services.node.plan``, carried out by
+``services.node.acting``). Passes run at start, after every ledger change, after every container
+event, after a NATS reconnect, after a failed pass (with back-off), and every
+``resync_interval_s`` in case an event was missed. Stopping the agent
 leaves its containers running: the next incarnation re-attaches them.
 
 The agent acts as its backend's node (``backend.node_id``; the entry point resolves it with
@@ -24,45 +25,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import nats.errors
 
-from commands.node import Allocation
 from events.bus import Bus
 from events.cancelling import cancelling
 from events.fold import Fold
 from events.store import EventStore
-from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType, event_subject
+from services.node.acting import PlanActions
 from services.node.activity import AgentActivity
-from services.node.backend import Backend, Container, KernelSpec, StartFailedError
-from services.node.capacity import Capacity, discover, simulated_capacity
+from services.node.backend import Backend
+from services.node.capacity import Capacity
 from services.node.heartbeat import Heartbeat
 from services.node.ledger import Ledger
 from services.node.logs import LogArchive
-from services.node.mounts import host_mounts
 from services.node.output import OutputPublisher
 from services.node.output_positions import PositionFiles
-from services.node.plan import Plan, Report, plan
+from services.node.plan import plan
 from services.node.record import (
     AgentRecord,
     AgentSupersededError,
-    Fact,
-    FailedToStart,
-    ImagesNow,
-    Started,
 )
 from services.node.service_ports import watch_service_ports
 from services.node.settings import AgentSettings
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-R = TypeVar("R")
-PARALLEL = 8  # backend calls in flight per pass (create, stop, remove)
 
 
 def utc_now() -> datetime:
@@ -106,7 +96,6 @@ class NodeAgent:
         )
         self._dirty = asyncio.Event()
         self._answered_loss = 0
-        self._images_due = False
         self._reconnects = 0
         self._archive: LogArchive | None = None
         self.activity = AgentActivity(
@@ -115,7 +104,18 @@ class NodeAgent:
         self._output = OutputPublisher(
             bus, backend, self.activity.reports, PositionFiles(settings.data_dir / "output")
         )
-        self.capacity = Capacity(slots=ResourceSlots())
+        self.actions = PlanActions(
+            self.node_id, backend, settings, self.record, self._output,
+            clock=clock, again=self._dirty.set,
+        )  # fmt: skip
+
+    @property
+    def capacity(self) -> Capacity:
+        return self.actions.capacity
+
+    @capacity.setter
+    def capacity(self, capacity: Capacity) -> None:
+        self.actions.capacity = capacity
 
     @property
     def ledger(self) -> Ledger:
@@ -157,16 +157,9 @@ class NodeAgent:
     async def start(self) -> Heartbeat:
         """Discover, catch up with the ledger, fence, register, beat once."""
         settings = self.settings
-        if self._backend.name == "simulated":
-            self.capacity = simulated_capacity(
-                self.node_id, settings.simulated_gpus, settings.cpu, settings.memory_bytes
-            )
-        else:
-            self.capacity = await asyncio.to_thread(
-                discover, cpu=settings.cpu, memory_bytes=settings.memory_bytes
-            )
+        await self.actions.discover()
         self._reconnects = self._bus.nc.stats["reconnects"]
-        self._archive = await LogArchive.open(self._bus)
+        self.actions.archive = await LogArchive.open(self._bus)
         heartbeat = await Heartbeat.open(
             self._bus, self.node_id, settings.hostname, self.heartbeat_interval_s, self._clock
         )
@@ -221,12 +214,12 @@ class NodeAgent:
             self.node_id,
             len(doomed),
         )
-        await _each(self._stop, doomed)
+        await self.actions.stop_all(doomed)
         fenced = {c.kernel_id for c in doomed}
         found = [c for c in await self._backend.containers() if c.kernel_id in fenced]
         # A plan over the fenced kernels alone: nothing else is started, stopped or forgotten.
         running = {k: r for k, r in self.record.running.items() if k in fenced}
-        await self._act(plan({}, found, running, self.record.finished & fenced))
+        await self.actions.act(plan({}, found, running, self.record.finished & fenced))
 
     async def reconcile(self) -> None:
         """One level-triggered pass."""
@@ -245,81 +238,10 @@ class NodeAgent:
         todo = plan(ledger.allocations, found, self.record.running, self.record.finished)
         if not todo.empty:
             log.debug("agent %s: pass over %d container(s): %s", self.node_id, len(found), todo)
-        await self._act(todo)
+        await self.actions.act(todo)
         for container in found:
             if container.status == "running":
                 self._output.follow(container)
-
-    async def _act(self, todo: Plan) -> None:
-        facts: list[Fact] = list(await _each(self._start, todo.start))
-        facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
-        for started in facts:
-            if isinstance(started, Started):
-                kernel, session = started.kernel_id, started.session_id
-                self._output.follow(Container(kernel, session, started.container_id, "running"))
-        await _each(self._stop, todo.stop)
-        # Its last lines reach JY_OUTPUT before its exit is reported: a reader that sees the
-        # session end has seen all of its output.
-        await _each(
-            self._output.finish,
-            [e.container for e in todo.ended if e.keep_logs and e.container is not None],
-        )
-        for ended in todo.ended:
-            if ended.keep_logs and ended.container is not None:
-                assert self._archive is not None, "reconcile after start"
-                text = await self._backend.logs(
-                    ended.container.container_id, self.settings.max_log_bytes
-                )
-                await self._archive.save(ended.kernel_id, text)
-        facts += [e for e in todo.ended if e.report is not Report.NOTHING]
-        if self._images_due:
-            self._images_due = False
-            facts.append(ImagesNow(tuple(await self._backend.images())))
-        if facts:
-            await self.record.report(facts, self._clock())
-        # Removed only once their end is on the log (and their logs are kept).
-        leftovers = [e.container for e in todo.ended if e.container is not None]
-        await _each(self._remove, [*leftovers, *todo.remove])
-        self.record.forget(todo.forget)
-        if todo.stop:
-            self._dirty.set()  # report their exits next pass, even if no event comes
-
-    def kernel_spec(self, kernel_id: str, allocation: Allocation) -> KernelSpec:
-        """What to run: the allocation, with what only this machine knows about it (its
-        devices' memory, the CPUs of its NUMA node, where its folders' volumes are).
-        Raises ``StartFailedError`` when a folder's volume is not on this node."""
-        memory = {d.uuid: d.memory_bytes for d in self.capacity.devices}
-        return KernelSpec(
-            kernel_id=kernel_id,
-            session_id=allocation.session_id,
-            image=allocation.image,
-            command=allocation.command,
-            env=dict(allocation.env),
-            slots=allocation.slots,
-            devices=allocation.devices,
-            device_memory_bytes={
-                d.uuid: memory[d.uuid] for d in allocation.devices if d.uuid in memory
-            },
-            hostname=allocation.hostname,
-            cpuset=self.capacity.cpus_of(allocation.numa_node),
-            mounts=host_mounts(allocation.mounts, self.settings.volumes),
-        )
-
-    async def _start(self, item: tuple[str, Allocation]) -> Fact:
-        kernel_id, allocation = item
-        try:
-            spec = self.kernel_spec(kernel_id, allocation)
-            container_id = await self._backend.start(spec)
-        except StartFailedError as exc:
-            log.warning("agent %s: kernel %s failed to start: %s", self.node_id, kernel_id, exc)
-            return FailedToStart(kernel_id, allocation.session_id, str(exc))
-        return Started(kernel_id, allocation.session_id, container_id)
-
-    async def _stop(self, container: Container) -> None:
-        await self._backend.stop(container.container_id, self.settings.stop_timeout_s)
-
-    async def _remove(self, container: Container) -> None:
-        await self._backend.remove(container.container_id)
 
     async def live_logs(self, kernel_id: str) -> str | None:
         """A kernel's output so far, from its container (None if it has none here)."""
@@ -366,7 +288,7 @@ class NodeAgent:
     async def _resync(self) -> None:
         while True:
             await asyncio.sleep(self.settings.resync_interval_s)
-            self._images_due = True
+            self.actions.images_due = True
             self._dirty.set()
 
     def _tick(self) -> None:
@@ -376,14 +298,3 @@ class NodeAgent:
             self._reconnects = reconnects
             log.info("agent %s: NATS reconnected; reconciling", self.node_id)
             self._dirty.set()
-
-
-async def _each(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
-    """``fn`` over ``items``, at most ``PARALLEL`` at a time, results in order."""
-    limit = asyncio.Semaphore(PARALLEL)
-
-    async def one(item: T) -> R:
-        async with limit:
-            return await fn(item)
-
-    return list(await asyncio.gather(*(one(i) for i in items)))

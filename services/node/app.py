@@ -9,7 +9,7 @@ import asyncio
 import logging
 
 from events.bus import connect, ensure_streams
-from events.metrics import metrics_listener
+from httpserver.metrics import metrics_listener
 from schemas.settings import NatsSettings
 from services.node.agent import NodeAgent
 from services.node.backend import Backend, BackendUnavailableError

@@ -25,6 +25,7 @@ import aiodocker
 import aiohttp
 from aiodocker.containers import DockerContainer
 
+from services.node import docker_reads
 from services.node.backend import (
     LABEL_KERNEL,
     LABEL_SESSION,
@@ -202,27 +203,10 @@ class DockerBackend:
     # ---- service ports (``services.node.service_ports``) ----------------------------------
 
     async def image_labels(self, container_id: str) -> Mapping[str, str]:
-        try:
-            container = await self._docker.containers.get(container_id)
-            image = await self._docker.images.inspect(str(container["Image"]))
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                raise
-            return {}
-        return dict(image.get("Config", {}).get("Labels") or {})
+        return await docker_reads.image_labels(self._docker, container_id)
 
     async def address_of(self, container_id: str) -> str | None:
-        """The container's IP on its network (its session's, else Docker's default bridge)."""
-        try:
-            container = await self._docker.containers.get(container_id)
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                raise
-            return None
-        networks = container["NetworkSettings"].get("Networks") or {}
-        mode = container["HostConfig"].get("NetworkMode", "")
-        chosen: dict[str, str] = networks.get(mode) or next(iter(networks.values()), {})
-        return chosen.get("IPAddress") or None
+        return await docker_reads.address_of(self._docker, container_id)
 
     async def port_open(self, host: str, port: int) -> bool:
         return await tcp_open(host, port)
@@ -251,19 +235,7 @@ class DockerBackend:
                 raise
 
     async def cpu_seconds(self, container_id: str) -> float | None:
-        # One sample, at once (``one-shot``: the engine does not wait a second for a second
-        # sample to fill ``precpu_stats``, which the caller's own diff makes unneeded).
-        try:
-            stats = await self._docker._query_json(
-                f"containers/{container_id}/stats", params={"stream": "0", "one-shot": "1"}
-            )
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                raise
-            return None
-        usage = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
-        total = usage.get("total_usage")
-        return total / 1e9 if isinstance(total, int) and total > 0 else None
+        return await docker_reads.cpu_seconds(self._docker, container_id)
 
     async def remove(self, container_id: str) -> None:
         try:

@@ -35,13 +35,10 @@ import bisect
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from services.node.backend import (
     Container,
-    ContainerStatus,
     KernelSpec,
     OutputLine,
     StartFailedError,
@@ -50,55 +47,12 @@ from services.node.backend import (
 )
 from services.node.docker_config import container_config
 from services.node.mounts import check_host_mounts
+from services.node.simulated_kernel import Launch, SimulatedKernel, behaviour, print_plan
 
 SIMULATED_STOP_TIMEOUT_S = 10.0
 
 SIGTERM_EXIT = 143
 PRINT_TICK_S = 0.05
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """What a kernel was started with: its spec, and the Docker configuration it would have had."""
-
-    spec: KernelSpec
-    config: dict[str, Any]
-
-    @property
-    def env(self) -> dict[str, str]:
-        return dict(str(e).split("=", 1) for e in self.config["Env"])
-
-
-@dataclass(slots=True)
-class _Kernel:
-    spec: KernelSpec
-    container_id: str
-    launch: Launch
-    status: ContainerStatus = "running"
-    exit_code: int | None = None
-    log: list[OutputLine] = field(default_factory=list)
-    timer: asyncio.TimerHandle | None = None
-    printed: int = 0
-    grew: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set (and replaced) whenever it prints or ends: what its followers wait on."""
-    cpu_load: float = 0.0
-    """CPUs it keeps busy from ``cpu_since`` on (``set_cpu_load``)."""
-    cpu_since: float = field(default_factory=time.monotonic)
-    cpu_used_s: float = 0.0
-    """CPU seconds used before ``cpu_since``."""
-
-    def cpu_seconds(self) -> float:
-        return self.cpu_used_s + self.cpu_load * (time.monotonic() - self.cpu_since)
-
-    def print(self, text: str) -> None:
-        # Engine times never decrease within a kernel; here they never repeat either.
-        last = self.log[-1].at_ns if self.log else 0
-        self.log.append(OutputLine(text, max(time.time_ns(), last + 1)))
-        self.wake()
-
-    def wake(self) -> None:
-        self.grew.set()
-        self.grew = asyncio.Event()
 
 
 class SimulatedBackend:
@@ -119,7 +73,7 @@ class SimulatedBackend:
         self._image_labels = dict(image_labels or {})
         self._closed_ports = frozenset(closed_ports)
         self._mps_pipe_dir = mps_pipe_dir
-        self._kernels: dict[str, _Kernel] = {}  # by container id
+        self._kernels: dict[str, SimulatedKernel] = {}  # by container id
         self._names: dict[str, str] = {}  # kernel id -> container id (the unique "name")
         self._listeners: list[Callable[[], None]] = []
 
@@ -150,8 +104,8 @@ class SimulatedBackend:
             raise StartFailedError(f"image {spec.image!r} is not present on this node")
         check_host_mounts(spec.mounts)  # its folders must be there, as Docker needs them
         command = spec.command or ()
-        delay, code = _behaviour(command)
-        printing = _printing(command)
+        delay, code = behaviour(command)
+        printing = print_plan(command)
         config = container_config(
             spec,
             self.node_id,
@@ -159,7 +113,7 @@ class SimulatedBackend:
             stop_timeout_s=SIMULATED_STOP_TIMEOUT_S,
             mps_pipe_dir=self._mps_pipe_dir,
         )
-        kernel = _Kernel(
+        kernel = SimulatedKernel(
             spec=spec, container_id=f"sim-{uuid.uuid4().hex}", launch=Launch(spec, config)
         )
         kernel.print(f"simulated kernel {spec.kernel_id}: {' '.join(command)}")
@@ -287,31 +241,3 @@ class SimulatedBackend:
 
     async def close(self) -> None:
         pass  # the simulated machine outlives its agents, like a real one
-
-
-def _behaviour(command: tuple[str, ...]) -> tuple[float | None, int]:
-    """(seconds until it exits, or None to run until stopped; its exit code)."""
-    if len(command) == 2 and command[0] in ("exit", "sleep"):
-        try:
-            value = float(command[1]) if command[0] == "sleep" else int(command[1])
-        except ValueError:
-            raise StartFailedError(
-                f"simulated command {' '.join(command)!r} needs a number after {command[0]!r}"
-            ) from None
-        return (0.0, int(value)) if command[0] == "exit" else (value, 0)
-    return None, 0
-
-
-def _printing(command: tuple[str, ...]) -> tuple[int, float] | None:
-    """(lines, seconds) for ``("print", "<n>", "<seconds>")``; None for any other command."""
-    if len(command) != 3 or command[0] != "print":
-        return None
-    try:
-        lines, seconds = int(command[1]), float(command[2])
-    except ValueError:
-        lines, seconds = -1, -1.0
-    if lines < 0 or not seconds >= 0:
-        raise StartFailedError(
-            f"simulated command {' '.join(command)!r} needs a line count and seconds after 'print'"
-        )
-    return lines, seconds

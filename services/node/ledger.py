@@ -4,7 +4,8 @@ Reads ``ev.node.<node id>`` and ``ev.agent.<node id>``; writes nothing."""
 
 from __future__ import annotations
 
-from commands.node import Allocation, Node
+from commands.node.aggregate import Node
+from commands.node.rules import Allocation
 from events.domain.agent import AgentRegistered
 from events.domain.node import NodeLost
 from events.envelope import StoredEvent

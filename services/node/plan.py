@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from commands.agent import RunningKernel
-from commands.node import Allocation
+from commands.node.rules import Allocation
 from services.node.backend import Container
 
 NO_EXIT_CODE = -1

@@ -33,7 +33,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from events.serving import listening
+from httpserver.server import listening
 from schemas.ids import new_id
 from schemas.terminal_tokens import HEADER, TerminalTokenError, resize_of, size_of, verify
 from services.node.backend import Backend

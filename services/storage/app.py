@@ -13,7 +13,7 @@ import asyncio
 
 from events.bus import connect, ensure_streams
 from events.metrics import lag_metrics
-from events.serving import serve_until
+from httpserver.server import serve_until
 from schemas.settings import NatsSettings
 from services.storage import dataplane
 from services.storage.control.service import StorageService

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from tests.browser.support import (
     Researcher,
     Watch,

@@ -1,6 +1,6 @@
 """The console's session form refuses exactly what the gateway refuses: the same inputs go
 through the page's own checks (``static/js/rules.js`` in Chromium, with this gateway's
-``rules.json``) and through ``services.gateway.inputs.create_session_command``."""
+``rules.json``) and through ``services.gateway.sessions.inputs.create_session_command``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from schemas.principal import SYSTEM_TENANT, Actor
-from services.gateway.inputs import InputError, create_session_command
+from services.gateway.core.inputs import InputError
+from services.gateway.sessions.inputs import create_session_command
 from tests.e2e.conftest import Jetyard
 
 GOOD: dict[str, Any] = {"image": "lab/pytorch:2.4", "type": "batch", "cpu": "1", "memory": "1g"}
@@ -83,7 +84,7 @@ CASES: list[dict[str, Any]] = [
 
 
 def gateway_accepts(given: dict[str, Any]) -> bool:
-    """What ``createSession`` decides before it sends anything (session_mutations.py)."""
+    """What ``createSession`` decides before it sends anything (``sessions/mutations.py``)."""
     if given["type"] not in {"interactive", "batch"}:
         return False
     raw = {

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from tests.browser.support import Researcher, Watch, shot, sign_in
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.integration.test_usage_gateway import as_csv

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from schemas.service_ports import BACKENDAI_LABEL
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.e2e.test_vfolders import User

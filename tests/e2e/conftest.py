@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from jetyard.sdk import JetyardAuth
 
 TEST_IMAGE = os.environ.get("JETYARD_TEST_IMAGE", "jetyard-busybox:latest")

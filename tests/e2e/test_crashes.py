@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from schemas.ids import new_id, session_id_for
 from tests.e2e.conftest import TEST_IMAGE, Jetyard
 from tests.e2e.test_session_path import CREATE, SESSION, create, inspect, wait_status

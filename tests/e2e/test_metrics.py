@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.metrics_support import Scraped, documented, family
 

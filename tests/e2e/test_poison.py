@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from events.bus import Bus, connect
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from schemas.ids import new_id
 from schemas.settings import NatsSettings
 from schemas.subjects import EVENTS_STREAM

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jetyard.natsserver import NatsServer, free_port
+from jetyard.runtime.natsserver import NatsServer, free_port
 from schemas.ids import new_id
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.e2e.test_session_path import CREATE, TERMINATE, wait_status

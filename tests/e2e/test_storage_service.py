@@ -25,11 +25,11 @@ import httpx
 import pytest
 
 from commands.bus import CommandBus
-from commands.vfolders import CreateVFolder
+from commands.folders.messages import CreateVFolder
 from events.bus import connect, ensure_streams
 from events.store import EventStore
 from events.writes import AggregateRef
-from jetyard.natsserver import NatsServer, free_port
+from jetyard.runtime.natsserver import NatsServer, free_port
 from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
 from schemas.settings import NatsSettings
 from schemas.subjects import AggregateType

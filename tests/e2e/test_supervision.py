@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from jetyard.natsserver import free_port
-from jetyard.runtime import ready_file, ready_pid
-from jetyard.up import SERVICE_ORDER
+from jetyard.runtime.data_dir import ready_file, ready_pid
+from jetyard.runtime.natsserver import free_port
+from jetyard.runtime.supervisor import SERVICE_ORDER
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 
 CREATE = """

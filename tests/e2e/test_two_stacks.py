@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from services.node.backend import LABEL_SESSION
 from tests.e2e.conftest import Jetyard
 from tests.e2e.test_session_path import SESSION, TERMINATE, create, wait_status

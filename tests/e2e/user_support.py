@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from tests.e2e.conftest import Jetyard
 
 JETYARD = str(Path(sys.executable).parent / "jetyard")

@@ -21,9 +21,9 @@ from events.bus import Bus
 from events.catalogue import Event
 from events.domain.agent import KernelServicePortsReported
 from events.domain.session import SessionRequested, SessionStarted
-from events.serving import listening
 from events.store import EventStore
 from events.writes import AggregateRef, Write
+from httpserver.server import listening
 from schemas.app_tokens import AppClaims, issue
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from projections.db import create_engine, normalise_url
 from schemas.ids import new_id
 from schemas.settings import NatsSettings

@@ -17,8 +17,8 @@ from cryptography.fernet import Fernet
 from nats.js.errors import NotFoundError
 
 from events.bus import Bus
-from jetyard.bootstrap import AdminCredentials, bootstrap
-from jetyard.natsserver import free_port
+from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
+from jetyard.runtime.natsserver import free_port
 from jetyard.sdk import JetyardAuth
 from projections.db import create_engine
 from projections.runner import Projector
@@ -27,9 +27,9 @@ from schemas.subjects import COMMANDS_STREAM
 from schemas.tenancy import SessionOwner, project_id_for
 from services.gateway.app import open_services
 from services.gateway.context import Services
+from services.gateway.core.views import SqlViews
 from services.gateway.http import build_app
 from services.gateway.settings import GatewaySettings
-from services.gateway.sqlviews import SqlViews
 from services.tenancy.service import TenancyService
 from services.tenancy.settings import TenancySettings
 

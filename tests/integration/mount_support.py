@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from commands.folders.aggregate import VFolder
 from commands.repository import load, pending_write
-from commands.vfolder import VFolder
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load, pending_write
 from events.envelope import Cause
 from events.store import EventStore

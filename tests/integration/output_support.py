@@ -14,7 +14,7 @@ from typing import Any
 import websockets
 
 from commands.repository import load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.envelope import Cause
 from events.store import EventStore
 from jetyard.sdk import JetyardAuth

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from commands.repository import pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from schemas.ids import new_id

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 from commands.agent import Agent
 from commands.bus import CommandBus
 from commands.messages import CreateSession
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause, StoredEvent
 from events.store import EventStore

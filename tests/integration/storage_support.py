@@ -22,7 +22,7 @@ import httpx
 
 from events.domain.tenancy import DomainCreated, ResourcePolicyCreated, UserCreated
 from events.store import EventStore
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from schemas.ids import new_id
 from schemas.subjects import AggregateType
 from schemas.tenancy import (

@@ -18,7 +18,7 @@ from commands.bus import CommandBus
 from commands.messages import CreateSession, TerminateSession
 from commands.outcome import Outcome
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import StoredEvent
 from events.store import EventStore

@@ -6,9 +6,10 @@ import asyncio
 
 from commands.agent import Agent
 from commands.errors import DomainError
-from commands.node import InsufficientCapacityError, Node
+from commands.node.aggregate import Node
+from commands.node.rules import InsufficientCapacityError
 from commands.repository import load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause, Envelope
 from events.snapshots import SnapshotStore

@@ -16,7 +16,7 @@ import pytest
 from events.bus import Bus
 from events.store import EventStore
 from schemas.app_tokens import COOKIE
-from services.appproxy import upstream
+from services.appproxy import pool as upstream_pool
 from tests.integration.appproxy_support import ALICE, FakeSession, running_proxy, token
 
 BIG = bytes(range(256)) * 800  # 200 KiB: past what the proxy reads whole
@@ -236,19 +236,19 @@ async def test_at_most_a_few_fresh_connections_to_an_app_are_opening_at_once(
     """A burst of new connections is let through as earlier ones get their first answer byte
     (an app's accept queue would drop the SYNs past it); one that gives up waiting passes its
     turn on."""
-    monkeypatch.setattr(upstream, "OPENING_HOLD_S", 60.0)  # only an answer ends opening here
+    monkeypatch.setattr(upstream_pool, "OPENING_HOLD_S", 60.0)  # only an answer ends opening here
     writers: list[asyncio.StreamWriter] = []
     all_in = asyncio.Event()
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writers.append(writer)
-        if len(writers) == upstream.OPENING_PER_APP:
+        if len(writers) == upstream_pool.OPENING_PER_APP:
             all_in.set()
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     key = ("127.0.0.1", server.sockets[0].getsockname()[1])
-    pool = upstream.Pool(connect_timeout_s=5)
-    opened = [await pool.connect(key) for _ in range(upstream.OPENING_PER_APP)]
+    pool = upstream_pool.Pool(connect_timeout_s=5)
+    opened = [await pool.connect(key) for _ in range(upstream_pool.OPENING_PER_APP)]
     for exchange in opened:
         exchange.begin(head_only=False)
     waiting = asyncio.create_task(pool.connect(key))

@@ -15,7 +15,7 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from commands.repository import pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore

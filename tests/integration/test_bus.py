@@ -16,7 +16,7 @@ from events.bus import (
     ensure_streams,
 )
 from events.snapshots import Snapshot, SnapshotStore
-from jetyard.natsserver import NatsServer, free_port
+from jetyard.runtime.natsserver import NatsServer, free_port
 from schemas.settings import NatsSettings
 from schemas.subjects import (
     COMMANDS_STREAM,

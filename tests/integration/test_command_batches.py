@@ -22,7 +22,7 @@ from commands.outcome import Accepted, Code, Decision, Outcome
 from commands.parking import Retry
 from commands.repository import pending_write
 from commands.runner import BatchHandler, CommandRunner, Handler, HandlerContext
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.store import EXPECTED_HEADER, EventStore
 from schemas.ids import new_id, session_id_for

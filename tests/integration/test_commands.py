@@ -22,11 +22,11 @@ from commands.outcome import Accepted, Code, Decision, Outcome, OutcomeStatus, R
 from commands.parking import PARK_DELIVERIES_HEADER, PARK_ERROR_HEADER, PARK_REASON_HEADER, Retry
 from commands.repository import load, pending_write
 from commands.runner import CommandRunner, Handler, HandlerContext
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus, connect, ensure_streams
 from events.store import EXPECTED_HEADER, EventStore
 from events.writes import AggregateRef, ConcurrencyConflict
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.session import KernelSpec, SessionSpec

@@ -24,13 +24,13 @@ import pytest
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
 from events.writes import AggregateRef
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots

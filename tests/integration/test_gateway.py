@@ -12,7 +12,7 @@ import websockets
 
 from commands.asyncapi import build_document
 from commands.repository import load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from events.bus import Bus, connect, ensure_streams
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from schemas.settings import NatsSettings
 from schemas.subjects import ACCESS_STREAM, COMMANDS_STREAM, EVENTS_STREAM
 from tests.integration.gateway_support import Gateway, running_gateway

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.catalogue import CATALOGUE
 from events.domain.activity import SessionActivityReported

@@ -19,7 +19,7 @@ import aiodocker
 import pytest
 
 from commands.agent import Agent
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
 from events.bus import Bus
 from events.store import EventStore

@@ -15,13 +15,13 @@ import pytest
 
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
-from jetyard.natsserver import NatsServer
+from jetyard.runtime.natsserver import NatsServer
 from jetyard.sdk import JetyardAuth
 from schemas.ids import new_id, node_id_for_host
 from schemas.settings import NatsSettings
 from schemas.subjects import OUTPUT_STREAM, output_subject
 from schemas.tenancy import SessionOwner, project_id_for
-from services.gateway.output_feed import OutputReader, output_so_far
+from services.gateway.sessions.output_feed import OutputReader, output_so_far
 from services.node.agent import NodeAgent
 from services.node.backend_simulated import SimulatedBackend
 from services.node.output import published

@@ -8,11 +8,11 @@ from __future__ import annotations
 import httpx
 
 from commands.bus import CommandBus
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
 from events.bus import Bus
-from events.metrics import metrics_listener
 from events.store import EventStore
+from httpserver.metrics import metrics_listener
 from schemas.ids import session_id_for
 from schemas.session import SessionStatus
 from tests.integration.scheduler_support import (

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiodocker
 import pytest
 
-from commands.node import Node
+from commands.node.aggregate import Node
 from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from commands.repository import pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore

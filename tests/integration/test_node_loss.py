@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.store import EventStore
 from events.writes import AggregateRef

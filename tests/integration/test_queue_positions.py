@@ -13,7 +13,7 @@ import pytest
 import websockets
 
 from commands.repository import pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.queues import QueueBoard

@@ -13,7 +13,7 @@ from schemas.ids import new_id
 from schemas.resources import ZERO, ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind, quota_id_for
-from services.gateway.quotas import QuotaUse
+from services.gateway.core.folds import QuotaUse
 from tests.support import envelope
 
 GPU = ResourceSlots(gpu_hundredths=100, cpu_milli=500)

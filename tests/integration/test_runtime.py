@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jetyard.natsserver import NatsServer, server_binary
-from jetyard.runtime import DataDirBusyError, DataDirLock, stop_orphaned_server
+from jetyard.runtime.data_dir import DataDirBusyError, DataDirLock, stop_orphaned_server
+from jetyard.runtime.natsserver import NatsServer, server_binary
 
 
 def test_a_second_holder_is_refused_until_the_first_dies(tmp_path: Path) -> None:
@@ -18,7 +18,8 @@ def test_a_second_holder_is_refused_until_the_first_dies(tmp_path: Path) -> None
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from jetyard.runtime import DataDirLock;"
+            "import sys, time; from pathlib import Path;"
+            "from jetyard.runtime.data_dir import DataDirLock;"
             "lock = DataDirLock(Path(sys.argv[1])); lock.acquire();"
             "print('held', flush=True); time.sleep(60)",
             str(tmp_path),

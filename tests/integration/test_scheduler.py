@@ -16,9 +16,9 @@ from nats.js.errors import BadRequestError
 
 from commands.bus import CommandBus
 from commands.messages import TerminateSession
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id, session_id_for

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from commands.bus import CommandBus
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import session_id_for

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from commands.bus import CommandBus
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.repository import load
 from events.bus import Bus
 from events.queues import QueueBoard

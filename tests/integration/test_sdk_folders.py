@@ -1,4 +1,4 @@
-"""The SDK's folder transfers (``jetyard.sdk_transfer``) against the real storage data plane
+"""The SDK's folder transfers (``jetyard.sdk.files``) against the real storage data plane
 (a uvicorn subprocess on real files), with tokens issued here as the gateway issues them:
 uploads broken mid-PATCH and resumed (with a fresh token once the first expired), downloads
 cut off and resumed by range (in the same call and in a later one), directory trees both
@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from jetyard.sdk import JetyardError
-from jetyard.sdk_transfer import PART_SUFFIX, Access, FolderFiles
+from jetyard.sdk.files import FolderFiles
+from jetyard.sdk.transfer import PART_SUFFIX, Access
 from schemas.ids import new_id
 from tests.integration.storage_support import StorageServer, folder_url, running, token
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from commands.repository import load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id, node_id_for_host

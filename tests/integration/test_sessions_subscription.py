@@ -20,8 +20,8 @@ from events.queues import QueueBoard
 from events.store import EventStore
 from events.writes import AggregateRef, Write
 from jetyard.sdk import JetyardAuth
-from jetyard.sdk_base import JetyardError
-from jetyard.sdk_ws import subscribe
+from jetyard.sdk.errors import JetyardError
+from jetyard.sdk.subscriptions import subscribe
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec

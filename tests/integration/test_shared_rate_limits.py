@@ -17,14 +17,14 @@ import websockets
 from cryptography.fernet import Fernet
 
 from events.bus import Bus
-from jetyard.natsserver import free_port
+from jetyard.runtime.natsserver import free_port
 from projections.db import create_engine
 from schemas.subjects import RATELIMITS_BUCKET
 from services.gateway.app import open_services
 from services.gateway.auth.ratelimit_shared import SharedRateLimiter
+from services.gateway.core.views import SqlViews
 from services.gateway.http import build_app
 from services.gateway.settings import GatewaySettings
-from services.gateway.sqlviews import SqlViews
 from tests.integration.gateway_support import running_gateway
 
 LOGIN = {

@@ -19,10 +19,8 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from commands.bus import CommandBus
-from commands.messages import Command
-from commands.outcome import Code, Outcome
-from commands.vfolder import VFolder
-from commands.vfolders import (
+from commands.folders.aggregate import VFolder
+from commands.folders.messages import (
     AnswerVFolderInvitation,
     CloneVFolder,
     CreateVFolder,
@@ -32,6 +30,8 @@ from commands.vfolders import (
     SetVFolderQuota,
     TrashVFolder,
 )
+from commands.messages import Command
+from commands.outcome import Code, Outcome
 from events.bus import Bus
 from events.domain.session import SessionRequested, SessionTerminated
 from events.domain.vfolder import VFolderCreated

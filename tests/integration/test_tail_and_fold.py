@@ -8,7 +8,8 @@ from typing import cast
 
 from events.bus import Bus, connect
 from events.envelope import StoredEvent
-from events.fold import Fold, FoldedState, Follower
+from events.fold import Fold, FoldedState
+from events.follower import Follower
 from events.store import EventStore
 from events.tail import Tail
 from events.writes import AggregateRef, Write

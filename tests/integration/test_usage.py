@@ -24,16 +24,16 @@ from events.store import EventStore
 from events.writes import AggregateRef, Write
 from projections.rebuild import rebuild
 from projections.runner import Projector
-from projections.usage_accounting import MICROS, DeviceUsage, UsageGroup, UsageLine
-from projections.usage_queries import UsageScope, usage
-from projections.usage_tables import KernelInterval, kernel_from_row, tables
+from projections.usage.accounting import MICROS, DeviceUsage, UsageGroup, UsageLine
+from projections.usage.queries import UsageScope, usage
+from projections.usage.tables import KernelInterval, kernel_from_row, tables
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.subjects import HEARTBEATS_BUCKET, AggregateType
 from schemas.tenancy import SessionOwner
-from services.gateway.cluster_holding import OpenKernels
-from services.gateway.usage_views import SqlUsageViews
+from services.gateway.cluster.holding import OpenKernels
+from services.gateway.core.usage_views import SqlUsageViews
 from tests.integration.scheduler_support import (
     FakeAgent,
     StartScheduler,

@@ -23,7 +23,7 @@ from events.writes import AggregateRef, Write
 from jetyard.sdk import JetyardAuth
 from schemas.ids import new_id
 from schemas.tenancy import SessionOwner
-from services.gateway.usage_report import CSV_COLUMNS
+from services.gateway.usage.report import CSV_COLUMNS
 from tests.integration.gateway_support import Gateway, gql_ok, person, running_gateway
 from tests.unit.usage_history import END, Cast, at, known_history
 

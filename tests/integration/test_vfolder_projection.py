@@ -16,18 +16,18 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from commands.aggregate import Aggregate
+from commands.folders.aggregate import VFolder
 from commands.repository import pending_write
-from commands.session import Session
-from commands.vfolder import VFolder
+from commands.session.aggregate import Session
 from events.bus import Bus
 from events.envelope import Cause
 from events.store import EventStore, decode
 from events.writes import AggregateRef
-from projections import vfolder_queries as q
-from projections import vfolders
+from projections.folders import queries as q
+from projections.folders import view as vfolders
+from projections.folders.queries import Scope
 from projections.rebuild import rebuild
 from projections.runner import Projector
-from projections.vfolder_queries import Scope
 from schemas.ids import new_id
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from commands.agent import Agent
 from commands.aggregate import Aggregate
-from commands.deciding import HandlerContext
+from commands.dispatch import HandlerContext
 from commands.messages import CreateSession, TerminateSession
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.outcome import Accepted, Decision
 from commands.tenancy import Domain, Keypair, Project, ResourceGroup, ResourcePolicy, User
 from events.catalogue import CATALOGUE, Event

@@ -3,7 +3,7 @@ moved (the scope's use changes with every admission) at most every ``REASON_REFR
 
 from __future__ import annotations
 
-from commands.session import Session
+from commands.session.aggregate import Session
 from events.envelope import StoredEvent
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec

@@ -13,7 +13,7 @@ from commands import messages
 from commands.asyncapi import build_document, differences, render
 from commands.messages import Command, CreateSession
 from events.catalogue import CATALOGUE
-from jetyard.cli import main
+from jetyard.cli.main import main
 from schemas.subjects import AggregateType
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "asyncapi.json"

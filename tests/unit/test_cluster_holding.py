@@ -1,4 +1,4 @@
-"""The gateway's copy of the open kernel intervals (``services.gateway.cluster_holding``): read
+"""The gateway's copy of the open kernel intervals (``services.gateway.cluster.holding``): read
 whole once, then only what changed after the highest position read; each node's version moves
 only when its kernels change; a whole read again, in the background, puts right what a delta
 cannot see. Against an in-memory usage view that answers as the SQL one does (the real one:
@@ -10,10 +10,10 @@ import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from projections.usage_accounting import UsageLine
-from projections.usage_tables import HeldDevice, KernelInterval
+from projections.usage.accounting import UsageLine
+from projections.usage.tables import HeldDevice, KernelInterval
 from schemas.resources import ResourceSlots
-from services.gateway.cluster_holding import OpenKernels
+from services.gateway.cluster.holding import OpenKernels
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -13,10 +13,11 @@ from commands.activity import Activity, Noted, record
 from commands.agent import Agent
 from commands.aggregate import Aggregate
 from commands.correction import Correction
-from commands.node import Node
+from commands.folders.aggregate import VFolder
+from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.repository import Loaded, load, pending_write
-from commands.session import Session
+from commands.session.aggregate import Session
 from commands.tenancy import (
     Domain,
     Image,
@@ -26,7 +27,6 @@ from commands.tenancy import (
     ResourcePolicy,
     User,
 )
-from commands.vfolder import VFolder
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot

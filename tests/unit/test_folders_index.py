@@ -1,10 +1,12 @@
-"""The folders every service folds (``commands.folders``): names unique per live owner, the
-share index ``find`` and ``shared_with`` read, and what purge and a held aggregate drop."""
+"""The folders every service folds (``commands.folders.index``, with ``commands.folders.access``):
+names unique per live owner, the share index ``find`` and ``shared_with`` read, and what purge
+and a held aggregate drop."""
 
 from __future__ import annotations
 
 from commands.authorisation import Principal
-from commands.folders import Folders, permission_of, sees
+from commands.folders.access import permission_of, sees
+from commands.folders.index import Folders
 from events.catalogue import Event
 from events.domain.vfolder import (
     VFolderCreated,

@@ -9,7 +9,8 @@ import pytest
 
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.session import ClusterMode
-from services.gateway.inputs import InputError, create_session_command, parse_memory
+from services.gateway.core.inputs import InputError, parse_memory
+from services.gateway.sessions.inputs import create_session_command
 
 ACTOR = Actor.service("tests")
 

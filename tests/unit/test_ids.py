@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jetyard.bootstrap import cluster_id
+from jetyard.runtime.bootstrap import cluster_id
 from schemas.ids import node_id_for_host
 
 

@@ -16,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from events.metrics import EVENTS_APPENDED, ConsumerLag, Metrics, metrics_listener
+from events.metrics import EVENTS_APPENDED, ConsumerLag, Metrics
+from httpserver.metrics import metrics_listener
 from services.appproxy.metrics import ProxyMetrics
 from services.http_metrics import CountedHttp, HttpMetrics
 from tests.metrics_support import Scraped

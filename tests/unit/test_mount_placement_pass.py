@@ -4,7 +4,7 @@ an agent registers again with it (a registration wakes a pass)."""
 
 from __future__ import annotations
 
-from commands.vfolder import VFolder
+from commands.folders.aggregate import VFolder
 from events.domain.node import ResourcesAllocated
 from events.domain.session import SessionScheduled
 from schemas.ids import new_id, node_id_for_host

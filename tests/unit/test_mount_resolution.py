@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from commands.folders.aggregate import VFolder
 from commands.outcome import Accepted, Code, Rejected
-from commands.vfolder import VFolder
 from events.domain.node import ResourcesAllocated
 from events.domain.session import SessionRequested, SessionRequeued
 from events.writes import Write

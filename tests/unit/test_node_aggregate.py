@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from commands.node import (
+from commands.node.aggregate import Node
+from commands.node.rules import (
     Allocation,
     AllocationConflictError,
     InsufficientCapacityError,
-    Node,
     NodeUnavailableError,
 )
 from events.catalogue import Event

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from commands.node import InsufficientCapacityError, Node, UnknownNumaNodeError
-from commands.node_devices import (
+from commands.node.aggregate import Node
+from commands.node.devices import (
     DeviceOversharedError,
     DeviceSumError,
     DeviceTakenError,
@@ -14,6 +14,7 @@ from commands.node_devices import (
     MigShareError,
     UnknownDeviceError,
 )
+from commands.node.rules import InsufficientCapacityError, UnknownNumaNodeError
 from events.catalogue import Event
 from events.domain.node import (
     NodeCapacityChanged,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commands.errors import DomainError
-from commands.node import Node
+from commands.node.aggregate import Node
 from schemas.devices import DeviceInfo, DeviceShare
 from schemas.resources import ResourceSlots
 from tests.unit.scenario import CAUSE, T0, at

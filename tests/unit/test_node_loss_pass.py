@@ -4,7 +4,7 @@ was last known of each kernel, and the kernels they had on other nodes are asked
 from __future__ import annotations
 
 from commands.messages import CreateSession
-from commands.node import Node
+from commands.node.aggregate import Node
 from commands.outcome import Accepted
 from events.domain.node import KernelStopRequested, NodeLost
 from schemas.ids import session_id_for

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.agent import RunningKernel
-from commands.node import Allocation
+from commands.node.rules import Allocation
 from schemas.resources import ResourceSlots
 from services.node.backend import Container, ContainerStatus
 from services.node.plan import STOPPED_BEFORE_START, VANISHED, Ended, Report, plan

@@ -18,11 +18,12 @@ from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role
-from services.gateway.cluster_queries import Pictures, ordinal
-from services.gateway.cluster_subscription import Gathered
+from services.gateway.audit.queries import HIDDEN, logged, redact
+from services.gateway.cluster.notes import ordinal
+from services.gateway.cluster.snapshot import Pictures
+from services.gateway.cluster.subscriptions import Gathered
 from services.gateway.context import Context
-from services.gateway.event_log_queries import HIDDEN, logged, redact
-from services.gateway.usage_views import UsageViews
+from services.gateway.core.usage_views import UsageViews
 
 
 def test_env_values_are_hidden_wherever_they_are_and_their_names_kept() -> None:

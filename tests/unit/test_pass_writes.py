@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from commands.quota import Quota
-from commands.session import Session
+from commands.session.aggregate import Session
 from commands.unit_of_work import TooManyConflictsError
 from events.domain.node import ResourcesAllocated
 from events.domain.quota import QuotaSessionDequeued

@@ -11,7 +11,7 @@ from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind, quota_id_for
-from services.gateway.quotas import QuotaHoldings
+from services.gateway.core.folds import QuotaHoldings
 
 SCOPE = (ScopeKind.PROJECT, "p1")
 GPU = ResourceSlots(gpu_hundredths=100, cpu_milli=500)

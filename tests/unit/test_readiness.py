@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from commands.session import Session
+from commands.session.aggregate import Session
 from schemas.ids import kernel_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec, SessionStatus, SessionType

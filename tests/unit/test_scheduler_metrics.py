@@ -5,7 +5,8 @@ stored."""
 
 from __future__ import annotations
 
-from commands.node import Allocation, Node
+from commands.node.aggregate import Node
+from commands.node.rules import Allocation
 from events.metrics import Metrics
 from schemas.resources import ResourceSlots
 from services.scheduler.metrics import (

@@ -16,9 +16,10 @@ from events.domain.session import SessionRequested, SessionRequeued
 from events.envelope import StoredEvent
 from events.memory import InMemoryStore
 from events.writes import AggregateRef
-from projections import session_tables, sessions
 from projections.db import create_engine, writing
-from projections.session_tables import KernelPort, SessionRecord
+from projections.sessions import tables as session_tables
+from projections.sessions import view as sessions
+from projections.sessions.tables import KernelPort, SessionRecord
 from schemas.ids import kernel_id_for
 from schemas.resources import ResourceSlots
 from schemas.service_ports import BACKENDAI_LABEL, PortProtocol, PortState, ReportedPort

@@ -9,10 +9,10 @@ from itertools import product
 import pytest
 
 from commands.errors import IllegalTransition
-from commands.session import (
+from commands.session.aggregate import Session
+from commands.session.rules import (
     TRANSITIONS,
     InvalidPlacementError,
-    Session,
     StatusChange,
     UnknownKernelError,
 )

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from commands.errors import IllegalTransition
-from commands.session import KernelState, Session
+from commands.session.aggregate import Session
+from commands.session.rules import KernelState
 from events.catalogue import Event
 from events.domain.session import (
     SessionFailed,

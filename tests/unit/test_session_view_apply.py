@@ -27,11 +27,12 @@ from events.domain.session import (
 )
 from events.envelope import StoredEvent
 from events.writes import AggregateRef
-from projections import session_tables, sessions
 from projections.base import UnreadableEventError
 from projections.db import create_engine, writing
-from projections.session_tables import SessionRecord, StatusEntry
-from projections.sessions import apply
+from projections.sessions import tables as session_tables
+from projections.sessions import view as sessions
+from projections.sessions.tables import SessionRecord, StatusEntry
+from projections.sessions.view import apply
 from schemas.ids import kernel_id_for
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots

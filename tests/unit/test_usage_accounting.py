@@ -1,6 +1,6 @@
 """Usage accounting as a table: a known event history (``usage_history``: a node loss, a
 requeue, late and repeated reports, a lagging agent clock) folded by the usage view's pure
-``apply`` and summed by ``projections.usage_accounting``, per user, domain, resource group and
+``apply`` and summed by ``projections.usage.accounting``, per user, domain, resource group and
 session, over the whole range and a window; a fold stopped midway and resumed from its stored
 rows (a projector restart), or fed the same events again, gives the same numbers."""
 
@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 
 from events.envelope import StoredEvent
-from projections import usage
-from projections.usage_accounting import UsageGroup, account, held_micros
-from projections.usage_tables import (
+from projections.usage import view as usage
+from projections.usage.accounting import UsageGroup, account, held_micros
+from projections.usage.tables import (
     KernelInterval,
     SessionTags,
     kernel_from_row,

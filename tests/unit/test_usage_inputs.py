@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from starlette.datastructures import QueryParams
 
-from projections.usage_accounting import UsageGroup
-from services.gateway.usage_csv import ask_of
-from services.gateway.usage_report import UsageAsk, UsageInputError, checked
+from projections.usage.accounting import UsageGroup
+from services.gateway.usage.download import ask_of
+from services.gateway.usage.report import UsageAsk, UsageInputError, checked
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from commands.vfolder import FolderStateError, VFolder
+from commands.folders.aggregate import FolderStateError, VFolder
 from events.envelope import Cause
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.vfolder import FolderStatus, OwnerKind, Permission, auto_mounted

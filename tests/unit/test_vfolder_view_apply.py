@@ -23,14 +23,14 @@ from events.domain.vfolder import (
 )
 from events.envelope import StoredEvent
 from events.writes import AggregateRef
-from projections.vfolder_tables import FolderRecord, member_rows
-from projections.vfolders import apply_folder, apply_mounts
+from projections.folders.tables import FolderRecord, member_rows
+from projections.folders.view import apply_folder, apply_mounts
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role
 from schemas.vfolder import FolderStatus, Mount, OwnerKind, Permission
-from services.gateway.vfolder_lookup import manages, permission, scope_of, visible
+from services.gateway.folders.lookup import manages, permission, scope_of, visible
 from tests.support import NOW, envelope, ref
 
 RO, RW, RWD = Permission.READ_ONLY, Permission.READ_WRITE, Permission.READ_WRITE_DELETE

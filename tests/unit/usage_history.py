@@ -21,7 +21,7 @@ from events.domain.session import (
     SessionTerminated,
 )
 from events.envelope import Envelope, StoredEvent
-from projections.usage_accounting import UsageLine
+from projections.usage.accounting import UsageLine
 from schemas.devices import DeviceShare
 from schemas.ids import new_id
 from schemas.principal import Actor, Tenant

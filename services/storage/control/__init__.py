@@ -1,2 +1,3 @@
-"""The storage service's control plane: what it knows of every folder (``folders``) and the
-pure rules that decide the ``cmd.vfolder.*`` commands (``deciding``). Not wired to NATS yet."""
+"""The storage service's control part, the one writer of ``ev.vfolder.*``: what it folds
+(``state``), the pure rules that decide the ``cmd.vfolder.*`` commands (``rules``), and the
+service that answers them and keeps the disk as the log says (``service``)."""

@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 
-from commands.vfolder import VFolder
+from commands.folders.aggregate import VFolder
 from schemas.vfolder import FolderStatus
 from services.storage.folderfs import open_root
 from services.storage.foldertree import MAX_DEPTH, Usage, walk

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from commands.deciding import utc_now
+from commands.dispatch import utc_now
+from commands.folders.aggregate import VFolder
 from commands.unit_of_work import Changes, UnitOfWork, working_copy
-from commands.vfolder import VFolder
 from events.envelope import Cause
 from schemas.ids import new_id
 from schemas.principal import Actor, Tenant

@@ -1,7 +1,7 @@
 """The storage service's control part: the one writer of ``ev.vfolder.*``.
 
 Folds the tenancy directory, the folders and the sessions' mounts (``state``), answers
-``cmd.vfolder.*`` (one durable consumer) with the pure rules of ``deciding``, each decision
+``cmd.vfolder.*`` (one durable consumer) with the pure rules of ``rules``, each decision
 stored through the unit of work (a refusal a fresher fold might turn around is decided once
 more after folding to the log's end), and keeps the disk as the log says: folders made with
 their quota, purged ones removed, clones copied (``clones``), usage measured after the data
@@ -19,23 +19,24 @@ from datetime import datetime
 
 from anyio import to_thread
 
+from commands.folders.aggregate import VFolder
+from commands.folders.messages import CreateVFolder
 from commands.messages import Command
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
 from commands.unit_of_work import Changes, UnitOfWork, answer
-from commands.vfolder import VFolder
-from commands.vfolders import CreateVFolder
 from events.bus import Bus
-from events.fold import Fold, Follower
+from events.fold import Fold
+from events.follower import Follower
 from events.store import EventStore
 from schemas.subjects import AggregateType
 from schemas.vfolder import FolderStatus
 from services.storage.access import OwnerRoom, PlaneHooks
 from services.storage.control import disk
 from services.storage.control.clones import Cloner
-from services.storage.control.deciding import DECIDERS, World, decide
 from services.storage.control.recording import Recorder
 from services.storage.control.room import owner_room
+from services.storage.control.rules import DECIDERS, World, decide
 from services.storage.control.state import SUBJECTS, StorageState
 from services.storage.control.usage import UsageMeter
 from services.storage.settings import StorageSettings

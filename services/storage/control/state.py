@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from commands.directory import TENANCY_SUBJECTS, TENANCY_TYPES, Directory
-from commands.folders import VFOLDER_SUBJECTS, Folders
+from commands.folders.index import VFOLDER_SUBJECTS, Folders
 from events.envelope import StoredEvent
 from events.fold import FoldedState
 from schemas.subjects import AggregateType, events_of
