@@ -29,11 +29,13 @@ from tests.integration.gateway_support import running_gateway
 from tests.integration.node_support import eventually
 from tests.integration.output_support import new_session, run_on
 
-# Five lines, a pause long enough for the agent to be killed and started again, five more.
+# Five lines, a pause until the test says go (after it has read them and restarted the agent:
+# a fixed sleep was too short on a loaded machine), five more.
 PRINT = (
     "sh",
     "-c",
-    "i=0; while [ $i -lt 5 ]; do i=$((i+1)); echo out $i; done; sleep 4; "
+    "i=0; while [ $i -lt 5 ]; do i=$((i+1)); echo out $i; done; "
+    "while [ ! -e /tmp/go ]; do sleep 0.1; done; "
     "while [ $i -lt 10 ]; do i=$((i+1)); echo out $i >&2; done; sleep 600",
 )
 LOGS = "query($id: ID!) { sessionLogs(id: $id) }"
@@ -84,6 +86,10 @@ async def test_a_running_containers_output_is_readable_and_survives_an_agent_res
             assert container_id is not None and await running(docker, container_id)
             await kill(task)
             task, stopping = start_agent(machine, nats_settings)
+            go = await docker.containers.container(container_id).exec(["touch", "/tmp/go"])
+            async with go.start(detach=False) as stream:
+                while await stream.read_out() is not None:
+                    pass
             whole = await eventually(lambda: logs("out 10\n"), timeout=30, what="all lines")
             assert await running(docker, container_id)  # read before it exits
         finally:
