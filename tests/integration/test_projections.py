@@ -9,14 +9,17 @@ database is the test's own (a file, or a PostgreSQL database created and dropped
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from events.bus import Bus
+from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
 from events.tail import Tail
+from jetyard.runtime.natsserver import NatsServer
 from projections import app, queries
 from projections.base import positions
 from projections.db import writing
@@ -39,6 +42,29 @@ from tests.integration.projection_support import (
     dump,
     scenario,
 )
+
+
+# This module's tests rebuild views from the whole log: on a nats-server of their own, the log
+# is this module's events, not every earlier test's (on the shared one a rebuild read thousands,
+# the poison ones quarantined one by one, and took 20-30 s).
+@pytest.fixture(scope="module")
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    server = NatsServer(data_dir=Path(tmp_path_factory.mktemp("nats"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def nats_settings(nats_server: NatsServer) -> NatsSettings:
+    return NatsSettings(url=nats_server.url, request_timeout_s=5.0)
+
+
+@pytest.fixture(scope="module")
+async def bus(nats_settings: NatsSettings) -> AsyncIterator[Bus]:
+    connected = await connect(nats_settings, name="tests-projections")
+    await ensure_streams(connected)
+    yield connected
+    await connected.close()
 
 
 async def test_views_follow_the_log_and_redelivery_changes_nothing(

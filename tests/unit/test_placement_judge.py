@@ -39,7 +39,7 @@ def _calm(policy: GroupScheduling) -> GroupScheduling:
     return policy.model_copy(update={"starvation_after_s": NO_STARVING})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(clusters(), streams(), policies)
 def test_fits_now_exactly_when_a_pass_places_it_first_in_line(
     nodes: list[NodeOffer], requests: list[SessionRequest], policy: GroupScheduling
@@ -60,7 +60,7 @@ def test_fits_now_exactly_when_a_pass_places_it_first_in_line(
             assert said.reason == decision.reason
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(clusters(), streams(), policies)
 def test_never_exactly_when_a_pass_cannot_place_it_on_the_idle_group(
     nodes: list[NodeOffer], requests: list[SessionRequest], policy: GroupScheduling
@@ -80,7 +80,7 @@ def test_never_exactly_when_a_pass_cannot_place_it_on_the_idle_group(
             assert isinstance(on_idle, Placed), (said, on_idle)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(clusters(), streams(), policies)
 def test_one_judge_answers_each_request_as_if_alone(
     nodes: list[NodeOffer], requests: list[SessionRequest], policy: GroupScheduling
