@@ -4,7 +4,11 @@ it waits. Pure: a snapshot in, decisions out; it reads and writes no subject.
 ``Placer`` (one per group) is the entry point; ``place`` is a one-shot placer. The modules:
 ``model`` (inputs, outputs), ``queueing`` (the order), ``devices`` (device-level allocation),
 ``nodes`` (a node during a pass), ``index`` (nodes bucketed by free capacity), ``explain``
-(why a session waits), ``engine`` (the pass, the head of the queue).
+(why a session waits), ``engine`` (the pass, the head of the queue), ``judge`` (one request
+asked of the same pass, for the views that explain a decision: fits now, waits, never).
+
+A layer of its own below the services (it imports only ``schemas``): the scheduler decides with
+it and the gateway explains with it, so the two cannot drift.
 """
 
 from __future__ import annotations
