@@ -9,13 +9,13 @@ is said at the start and the end of every run, quiet ones included.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
-from events.bus import Bus, connect, ensure_streams
+from events.bus import Bus
 from jetyard.runtime.natsserver import NatsServer
 from schemas.settings import NatsSettings
+from tests.nats_support import bus_with_streams, nats_server_in, settings_of
 
 
 def _say_seed(config: pytest.Config) -> None:
@@ -35,19 +35,16 @@ def pytest_terminal_summary(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(data_dir=Path(tmp_path_factory.mktemp("nats"))).start()
-    yield server
-    server.stop()
+    with nats_server_in(tmp_path_factory) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def nats_settings(nats_server: NatsServer) -> NatsSettings:
-    return NatsSettings(url=nats_server.url, request_timeout_s=5.0)
+    return settings_of(nats_server)
 
 
 @pytest.fixture(scope="session")
 async def bus(nats_settings: NatsSettings) -> AsyncIterator[Bus]:
-    connected = await connect(nats_settings, name="tests")
-    await ensure_streams(connected)
-    yield connected
-    await connected.close()
+    async with bus_with_streams(nats_settings, "tests") as connected:
+        yield connected

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from events.bus import Bus, connect, ensure_streams
+from events.bus import Bus
 from events.store import EventStore
 from events.tail import Tail
 from jetyard.runtime.natsserver import NatsServer
@@ -42,6 +41,7 @@ from tests.integration.projection_support import (
     dump,
     scenario,
 )
+from tests.nats_support import bus_with_streams, nats_server_in, settings_of
 
 
 # This module's tests rebuild views from the whole log: on a nats-server of their own, the log
@@ -49,22 +49,19 @@ from tests.integration.projection_support import (
 # the poison ones quarantined one by one, and took 20-30 s).
 @pytest.fixture(scope="module")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    server = NatsServer(data_dir=Path(tmp_path_factory.mktemp("nats"))).start()
-    yield server
-    server.stop()
+    with nats_server_in(tmp_path_factory) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def nats_settings(nats_server: NatsServer) -> NatsSettings:
-    return NatsSettings(url=nats_server.url, request_timeout_s=5.0)
+    return settings_of(nats_server)
 
 
 @pytest.fixture(scope="module")
 async def bus(nats_settings: NatsSettings) -> AsyncIterator[Bus]:
-    connected = await connect(nats_settings, name="tests-projections")
-    await ensure_streams(connected)
-    yield connected
-    await connected.close()
+    async with bus_with_streams(nats_settings, "tests-projections") as connected:
+        yield connected
 
 
 async def test_views_follow_the_log_and_redelivery_changes_nothing(
