@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from placement.model import NodeOffer, Placed, SessionRequest
-from placement.pool import Pool
+from placement.pool import Pool, multi_node, shape_of
 from schemas.tenancy import GroupScheduling
 
 
@@ -44,7 +44,7 @@ class Judge:
     alone against the same room: a fit found is not kept (the working pool is set aside and
     made again when next needed), and the pool's own caches answer repeated shapes."""
 
-    __slots__ = ("_group", "_offers", "_policy", "_pool")
+    __slots__ = ("_group", "_known", "_offers", "_policy", "_pool")
 
     def __init__(
         self, offers: Sequence[NodeOffer], policy: GroupScheduling, *, group: str = ""
@@ -53,8 +53,18 @@ class Judge:
         self._policy = policy
         self._group = group
         self._pool: Pool | None = None
+        self._known: dict[tuple[object, ...], Judgement] = {}
 
     def judge(self, request: SessionRequest) -> Judgement:
+        # Each request is judged alone against the same room, so requests of one shape get one
+        # answer: a page of many waiting sessions makes a pool again only per fitting shape.
+        key = (request.image, request.volumes, multi_node(request), shape_of(request))
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = self._judge(request)
+        return known
+
+    def _judge(self, request: SessionRequest) -> Judgement:
         pool = self._pool
         if pool is None:
             pool = self._pool = Pool(self._offers, self._policy, self._group, None)

@@ -40,7 +40,7 @@ def multi_node(request: SessionRequest) -> bool:
     return request.cluster_mode is ClusterMode.MULTI_NODE and len(request.kernels) > 1
 
 
-def _shape(request: SessionRequest) -> Shape:
+def shape_of(request: SessionRequest) -> Shape:
     return tuple(
         (k.slots.cpu_milli, k.slots.memory_bytes, k.slots.gpu_hundredths) for k in request.kernels
     )
@@ -110,7 +110,7 @@ class Pool:
         return self.nodes[self.cursor].offer.node_id if self.cursor >= 0 else None
 
     def decide(self, request: SessionRequest) -> Placed | str:
-        shape = _shape(request)
+        shape = shape_of(request)
         multi = multi_node(request)
         image = self.want(request) if request.volumes else request.image
         key = (image, multi, shape)
@@ -208,7 +208,7 @@ class Pool:
 
     def fits_idle(self, request: SessionRequest) -> bool:
         """Whether it would fit an idle available node (each kernel, for multi-node)."""
-        shape = _shape(request)
+        shape = shape_of(request)
         multi = multi_node(request)
         image = self.want(request)
         key = (image, multi, shape)
@@ -233,7 +233,7 @@ class Pool:
         """Hold the node closest to fitting ``request`` (single-node) for the rest of the pass:
         the one it held before if it still could fit there, else the one missing the least
         GPU, then cpu, then memory."""
-        need, image = self.need(_shape(request)), self.want(request)
+        need, image = self.need(shape_of(request)), self.want(request)
         candidates = [n for n in self.nodes if self._fits_idle_node(n, need, image)]
         chosen = None
         if before is not None and before[0] == request.session_id:
