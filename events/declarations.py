@@ -1,13 +1,14 @@
 """What every stream and bucket is declared with: the one place that owns their settings
 (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``, ``JY_PARKED``, ``JY_ACCESS``, ``JY_OUTPUT``,
 ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``, ``jy-queues``, ``jy-secrets``,
-``jy-people``, ``jy-credentials``, ``jy-nonces``, ``jy-logins``). Pure: configurations from
-the settings; ``events.bus.ensure_streams`` applies them."""
+``jy-people``, ``jy-credentials``, ``jy-nonces``, ``jy-logins``, ``jy-app-grants``). Pure:
+configurations from the settings; ``events.bus.ensure_streams`` applies them."""
 
 from __future__ import annotations
 
 from nats.js import api
 
+from schemas.app_tokens import GRANTS_TTL_S
 from schemas.settings import NatsSettings
 from schemas.subjects import (
     ACCESS_PREFIX,
@@ -17,6 +18,7 @@ from schemas.subjects import (
     CREDENTIALS_BUCKET,
     EVENTS_PREFIX,
     EVENTS_STREAM,
+    GRANTS_BUCKET,
     HEARTBEATS_BUCKET,
     LEASES_BUCKET,
     LOGINS_BUCKET,
@@ -204,6 +206,7 @@ def bucket_configs(settings: NatsSettings) -> tuple[api.KeyValueConfig, ...]:
         api.KeyValueConfig(bucket=bucket, history=1, ttl=ttl, replicas=settings.replicas)
         for bucket, ttl in (
             (NONCES_BUCKET, 2 * settings.signature_window_s + 60),
+            (GRANTS_BUCKET, GRANTS_TTL_S),  # outlives every cookie a revocation must void
             (LOGINS_BUCKET, settings.login_ttl_s),
             (RATELIMITS_BUCKET, 120.0),  # a bucket untouched for a minute is full again
         )

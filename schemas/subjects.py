@@ -29,6 +29,7 @@ SECRETS_BUCKET = "jy-secrets"  # keypair secret keys, encrypted with the secrets
 PEOPLE_BUCKET = "jy-people"  # one key per person, sealing their personal data in events
 CREDENTIALS_BUCKET = "jy-credentials"  # password hashes, by user id
 NONCES_BUCKET = "jy-nonces"  # signed requests seen within the date window (replays)
+GRANTS_BUCKET = "jy-app-grants"  # app URLs already used once, and revoked app access
 LOGINS_BUCKET = "jy-logins"  # login tokens (by digest), expiring
 QUARANTINE_BUCKET = "jy-quarantine"  # events a consumer could not fold: kept until released
 RATELIMITS_BUCKET = "jy-ratelimits"  # request-rate token buckets shared by gateway replicas

@@ -1,8 +1,11 @@
 """Who may use an app through the proxy: a public app anyone; otherwise a URL token from
 ``startApp`` (turned into a cookie) or that cookie, naming this session's app and a person who
-owns the session or administers its domain. Pure (``now`` is passed in); no subjects.
+owns the session or administers its domain, issued after the owner last revoked access. Pure
+(``now`` and the revocation are passed in); no subjects. That a URL token is used only once is
+the caller's to make sure (``grants.Grants.claim``, after this check passes).
 
-401: no credentials, or ones that cannot be read or have expired (ask ``startApp`` again).
+401: no credentials, or ones that cannot be read, have expired or were revoked (ask
+``startApp`` again).
 403: good credentials for someone else's session, or for another app.
 """
 
@@ -41,6 +44,7 @@ def check(
     max_url_ttl_s: float,
     cookie_ttl_s: float,
     cookies: CookieCache | None = None,
+    revoked_at: float | None = None,
 ) -> Allowed:
     if route.public:
         return Allowed(None)
@@ -62,9 +66,11 @@ def check(
         raise Refused(403, "these credentials are for another app")
     if not claims.allows(route.owner):
         raise Refused(403, f"session {route.session_id} is not yours")
+    if revoked_at is not None and claims.iat <= revoked_at:
+        raise Refused(401, "access to this app was revoked: open it again (startApp)")
     if token is None:
         return Allowed(claims)
-    return Allowed(claims, issue(key, claims.as_cookie(int(now + cookie_ttl_s))))
+    return Allowed(claims, issue(key, claims.as_cookie(now, int(now + cookie_ttl_s))))
 
 
 class CookieCache:

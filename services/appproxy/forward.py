@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 from schemas import terminal_tokens
 from schemas.app_tokens import COOKIE
 from services.appproxy import access, bodies, headers
+from services.appproxy.grants import GrantsUnavailable
 from services.appproxy.metrics import proxy_metrics
 from services.appproxy.pool import Pool
 from services.appproxy.routes import Route
@@ -133,7 +134,7 @@ class Forwarder:
                 return
         token = access.token_of(query) if "token=" in query else None
         try:
-            allowed = self.check(route, mount, scope, token)
+            allowed = await self.admit(route, mount, scope, token)
         except access.Refused as refused:
             await plain(send, refused.status, refused.message)
             return
@@ -146,13 +147,26 @@ class Forwarder:
         self.service.traffic(route.session_id, route.app)
         await self._forward(scope, receive, send, route, mount, query if token is None else None)
 
-    def check(self, route: Route, mount: Mount, scope: Scope, token: str | None) -> access.Allowed:
-        settings = self.service.settings
-        return access.check(
+    async def admit(
+        self, route: Route, mount: Mount, scope: Scope, token: str | None
+    ) -> access.Allowed:
+        """``access.check``, then a URL token claimed: it passes here once, never again."""
+        settings, grants = self.service.settings, self.service.grants
+        allowed = access.check(
             route, self._key, token=token, cookie=_cookie(scope, mount.cookie), now=time.time(),
             max_url_ttl_s=settings.max_url_token_ttl_s, cookie_ttl_s=settings.cookie_ttl_s,
-            cookies=self._cookies,
+            cookies=self._cookies, revoked_at=grants.revoked_at(route.session_id, route.app),
         )  # fmt: skip
+        if token is None or allowed.claims is None:
+            return allowed
+        try:
+            first = await grants.claim(allowed.claims.grant)
+        except GrantsUnavailable as exc:
+            raise access.Refused(503, str(exc)) from None
+        if not first:
+            raise access.Refused(401, "this app URL was used already: open the app again "
+                                 "(startApp) for a new one")  # fmt: skip
+        return allowed
 
     async def _to_port(self, send: Send, scope: Scope, port: int, mount: Mount, query: str) -> None:
         """Port mode: the app's path URL (a ``startApp`` URL, token and all) sends the

@@ -93,7 +93,7 @@ async def bridge_ws(websocket: WebSocket, forwarder: Forwarder, found: Resolved)
     route, mount = found
     assert isinstance(route, AppRoute) and isinstance(mount, Mount)
     try:
-        forwarder.check(route, mount, websocket.scope, access.token_of(websocket.url.query))
+        await forwarder.admit(route, mount, websocket.scope, access.token_of(websocket.url.query))
     except access.Refused as refused:
         await _deny(websocket, PlainTextResponse(refused.message, refused.status), counted)
         return

@@ -5,7 +5,8 @@ same routes.
 
 Writes only ``ev.activity.<proxy id>`` (``commands.activity_reports``): ``traffic`` notes each
 proxied request or message, and every ``activity_interval_s`` the sessions that had any are
-reported (source ``terminal`` or ``app``), which the scheduler's idle timeout reads."""
+reported (source ``terminal`` or ``app``), which the scheduler's idle timeout reads. Claims
+used URL tokens in, and follows revocations from, ``jy-app-grants`` (``grants.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from schemas.activity import ActivitySource
 from schemas.principal import Actor
 from schemas.terminal_tokens import TERMINAL
 from services.appproxy.connections import Connections
+from services.appproxy.grants import Grants
 from services.appproxy.routes import ENDING, SUBJECTS, RouteTable
 from services.appproxy.settings import AppProxySettings
 
@@ -62,6 +64,7 @@ class AppProxyService:
             poll_timeout_s=settings.poll_timeout_s, retry_after_s=settings.poll_timeout_s,
         )  # fmt: skip
         self.activity = ActivityReports(EventStore(bus), settings.reporter_id(), APPPROXY_ACTOR)
+        self.grants = Grants(bus, retry_after_s=settings.poll_timeout_s)
         self._reporting: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -79,6 +82,7 @@ class AppProxyService:
         try:
             target = await self.fold.catch_up(timeout=self.settings.poll_timeout_s)
             log.info("appproxy caught up at seq %d: %d routes", target, len(self.table.routes()))
+            await self.grants.start(timeout_s=SYNC_TIMEOUT_S)
             self._follower.start("appproxy:follow")
             self._reporting = asyncio.create_task(
                 self.activity.run(self.settings.activity_interval_s, _utc_now, self._running),
@@ -96,6 +100,7 @@ class AppProxyService:
             self._reporting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reporting
+        await self.grants.stop()
         await self._follower.stop()
         await self.fold.close()
 

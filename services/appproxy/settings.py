@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.activity import DEFAULT_REPORT_INTERVAL_S
+from schemas.app_tokens import MAX_COOKIE_TTL_S
 from schemas.ids import derived_id
 
 
@@ -34,10 +35,17 @@ class AppProxySettings(BaseSettings):
         "(JETYARD_AGENT_TERMINAL_KEY); unset: the sessions' terminals answer 503",
     )
     max_url_token_ttl_s: float = Field(
-        default=900.0, gt=0, description="URL tokens whose expiry lies further out are refused"
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="URL tokens whose expiry lies further out are refused (each is good once)",
     )
     cookie_ttl_s: float = Field(
-        default=12 * 3600.0, gt=0, description="how long the cookie a URL token becomes lives"
+        default=12 * 3600.0,
+        gt=0,
+        le=MAX_COOKIE_TTL_S,
+        description="how long the cookie a URL token becomes lives at most (it ends with its "
+        "session, and when its owner revokes access: revokeAppAccess)",
     )
     connect_timeout_s: float = Field(
         default=5.0, gt=0, le=120, description="to open a connection to an app"

@@ -48,5 +48,9 @@ class GatewaySettings(BaseSettings):
         "(unset: startApp is refused)",
     )
     appproxy_token_ttl_s: float = Field(
-        default=120.0, gt=0, le=900, description="how long a startApp URL's token lives"
+        default=30.0,
+        gt=0,
+        le=600,
+        description="how long a startApp URL's token lives (it is good for one use; keep it "
+        "within the app proxy's JETYARD_APPPROXY_MAX_URL_TOKEN_TTL_S)",
     )

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from schemas.app_tokens import COOKIE, AppClaims, issue
+from schemas.app_tokens import COOKIE, AppClaims, issue, new_grant
 from schemas.ids import new_id
 from tests.e2e.appproxy_support import (
     HTTPD,
@@ -99,6 +99,7 @@ def test_a_web_app_in_a_container_through_the_proxy(stack: Jetyard, web_image: s
         # A token for this very app naming them (as a gateway would sign it, had it agreed):
         key = (stack.data_dir / "appproxy.key").read_text().strip().encode()
         claims = AppClaims(session=session_id, app="web", user=user_id(stack, stranger.email),
+                           grant=new_grant(), iat=time.time(),
                            exp=int(time.time()) + 60)  # fmt: skip
         not_theirs = httpx.get(app_url, params={"token": issue(key, claims)}, timeout=30)
         assert not_theirs.status_code == 403 and "not yours" in not_theirs.text

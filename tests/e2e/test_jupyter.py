@@ -26,7 +26,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from schemas.app_tokens import COOKIE, AppClaims, issue
+from schemas.app_tokens import COOKIE, AppClaims, issue, new_grant
 from tests.e2e.appproxy_support import (
     IMAGES,
     START,
@@ -179,8 +179,9 @@ def test_jupyter_runs_a_cell_through_the_proxy(stack: Jetyard, jupyter_image: st
             key = (stack.data_dir / "appproxy.key").read_text().strip().encode()
             user = user_id(stack, stranger.email)
             claims = AppClaims(
-                session=session_id, app="jupyter", user=user, exp=int(time.time()) + 60
-            )
+                session=session_id, app="jupyter", user=user, grant=new_grant(),
+                iat=time.time(), exp=int(time.time()) + 60,
+            )  # fmt: skip
             token = issue(key, claims)
             theirs = httpx.get(app_url + "api/status", params={"token": token}, timeout=30)
             assert theirs.status_code == 403 and "not yours" in theirs.text, theirs.text

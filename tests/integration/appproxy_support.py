@@ -24,7 +24,7 @@ from events.domain.session import SessionRequested, SessionStarted
 from events.store import EventStore
 from events.writes import AggregateRef, Write
 from httpserver.server import listening
-from schemas.app_tokens import AppClaims, issue
+from schemas.app_tokens import AppClaims, issue, new_grant
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots
 from schemas.service_ports import PortProtocol, PortState, ReportedPort
@@ -123,7 +123,7 @@ def token(session_id: str, app: str, user: str, *, admin: bool = False, ttl: int
     import time
 
     claims = AppClaims(session=session_id, app=app, user=user, admin=admin,
-                       exp=int(time.time()) + ttl)  # fmt: skip
+                       grant=new_grant(), iat=time.time(), exp=int(time.time()) + ttl)  # fmt: skip
     return issue(KEY.encode(), claims)
 
 

@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
+from events.bus import Bus
 from schemas.app_tokens import (
     COOKIE,
     AppClaims,
     AppTokenError,
     TokenKind,
     issue,
+    revocation_of,
+    revoked_key,
     verify,
 )
 from services.appproxy import access
+from services.appproxy.grants import Grants
 from services.appproxy.routes import Route
 
 KEY = b"k" * 32
 NOW = 1_800_000_000.0
+GRANT = "g" * 24
 ROUTE = Route("s1", "k1", "web", "10.0.0.2:80", "alice", "d", public=False)
 
 
 def tok(user: str = "alice", *, app: str = "web", admin: bool = False, ttl: int = 60,
         kind: TokenKind = TokenKind.URL) -> str:  # fmt: skip
     claims = AppClaims(session="s1", app=app, user=user, admin=admin, kind=kind,
-                       exp=int(NOW) + ttl)  # fmt: skip
+                       grant=GRANT, iat=NOW, exp=int(NOW) + ttl)  # fmt: skip
     return issue(KEY, claims)
 
 
@@ -102,3 +109,38 @@ def test_the_cookie_is_scoped_to_the_app_and_never_reaches_it() -> None:
     assert access.strip_cookie(f"{COOKIE}=v") == ""
     assert access.without_token("x=1&token=abc&y=") == "x=1&y="
     assert access.token_of("x=1&token=abc") == "abc"
+
+
+def _later(cookie: str, revoked_at: float) -> access.Allowed:
+    return access.check(ROUTE, KEY, token=None, cookie=cookie, now=NOW + 5, max_url_ttl_s=900,
+                        cookie_ttl_s=3600, revoked_at=revoked_at)  # fmt: skip
+
+
+def test_a_revocation_voids_what_was_issued_at_or_before_it_and_not_after() -> None:
+    cookie = check(token=tok()).cookie  # minted at NOW
+    assert cookie is not None
+    assert _later(cookie, revoked_at=NOW - 1).claims is not None
+    for revoked_at in (NOW, NOW + 1):
+        with pytest.raises(access.Refused, match="revoked") as refused:
+            _later(cookie, revoked_at)
+        assert refused.value.status == 401
+    with pytest.raises(access.Refused, match="revoked"):
+        access.check(ROUTE, KEY, token=tok(), cookie=None, now=NOW, max_url_ttl_s=900,
+                     cookie_ttl_s=3600, revoked_at=NOW)  # fmt: skip
+
+
+def test_revocations_are_followed_per_app_and_for_all_apps() -> None:
+    grants = Grants(cast(Bus, None))
+    grants._update(revoked_key("s1", "web"), b"100.5", None)
+    grants._update(revoked_key("s2", None), b"200", None)
+    grants._update(revoked_key("s1", "web"), b"not a time", None)  # ignored, logged
+    grants._update("url.abc", b"", None)  # a claimed URL: no revocation
+    assert grants.revoked_at("s1", "web") == 100.5
+    assert grants.revoked_at("s1", "other") is None
+    assert grants.revoked_at("s2", "web") == 200.0
+    grants._update(revoked_key("s2", "web"), b"300", None)
+    assert grants.revoked_at("s2", "web") == 300.0 and grants.revoked_at("s2", "x") == 200.0
+    grants._update(revoked_key("s1", "web"), None, "PURGE")  # expired with its last cookie
+    assert grants.revoked_at("s1", "web") is None
+    assert revocation_of(revoked_key("s1", None)) == ("s1", None)
+    assert revocation_of("revoked.s1") is None

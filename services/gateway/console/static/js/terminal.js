@@ -29,7 +29,14 @@ function loadStylesheet() {
  */
 export async function openTerminal(container, sessionId, { onClose = () => {} } = {}) {
   loadStylesheet();
-  const { startApp } = await gql(START, { id: sessionId });
+  // Each try asks for a URL of its own: a URL's token opens one connection, once.
+  const terminalUrl = async () => {
+    const { startApp } = await gql(START, { id: sessionId });
+    const url = new URL(startApp.url);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    return url;
+  };
+  let first = await terminalUrl();
   const term = new Terminal({
     cursorBlink: true,
     fontFamily: "ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace",
@@ -41,8 +48,6 @@ export async function openTerminal(container, sessionId, { onClose = () => {} } 
   term.loadAddon(fit);
   term.open(container);
   fit.fit();
-  const url = new URL(startApp.url);
-  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   let socket = null;
   let ended = false;
   let tries = 0;
@@ -52,7 +57,18 @@ export async function openTerminal(container, sessionId, { onClose = () => {} } 
     term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`);
     onClose(text);
   };
-  const connect = () => {
+  const connect = async () => {
+    let url = first;
+    first = null;
+    if (url === null) {
+      try {
+        url = await terminalUrl();
+      } catch (error) {
+        end(`terminal not available: ${error.message ?? error}`);
+        return;
+      }
+    }
+    if (ended) return;
     url.searchParams.set("cols", String(term.cols));
     url.searchParams.set("rows", String(term.rows));
     const ws = new WebSocket(url);
@@ -68,7 +84,7 @@ export async function openTerminal(container, sessionId, { onClose = () => {} } 
     ws.onclose = (event) => {
       if (socket !== ws) return;
       // Refused before it opened: the proxy may not have folded the session's start yet
-      // (it reads the same log a moment later); the URL's token is good for a while.
+      // (it reads the same log a moment later); the next try asks for a new URL.
       if (!opened && !ended && tries < RETRIES) {
         tries += 1;
         setTimeout(() => { if (!ended) connect(); }, RETRY_MS);
