@@ -111,11 +111,27 @@ def recorded(data_dir: Path) -> StackRecord | None:
     return _read(data_dir / STACK_FILE)
 
 
-def the_running_one() -> StackRecord:
-    """The one running stack, else ``NoStackError`` saying what to give instead."""
-    stacks = running()
+def default_data_dir() -> Path:
+    """Where ``jetyard up`` keeps its data when not told (``$XDG_DATA_HOME/jetyard``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "jetyard"
+
+
+def preferred(stacks: list[StackRecord]) -> StackRecord | None:
+    """Of the running stacks, the one to use without being told: the only one, else the one
+    on this user's default data directory (others may be other people's, or tests')."""
     if len(stacks) == 1:
         return stacks[0]
+    home = str(default_data_dir().resolve())
+    return next((s for s in stacks if s.data_dir == home), None)
+
+
+def the_running_one() -> StackRecord:
+    """The stack to act on (``preferred``), else ``NoStackError`` saying what to give."""
+    stacks = running()
+    chosen = preferred(stacks)
+    if chosen is not None:
+        return chosen
     if not stacks:
         raise NoStackError(
             f"no `jetyard up` is running (none is registered in {registry_dir()}): "
@@ -123,7 +139,10 @@ def the_running_one() -> StackRecord:
             "JETYARD_DATA_DIR), or which NATS server with --url (or JETYARD_NATS_URL)"
         )
     listed = ", ".join(f"{s.data_dir} (pid {s.pid})" for s in stacks)
-    raise NoStackError(f"{len(stacks)} stacks are running: {listed}; pick one with --data-dir")
+    raise NoStackError(
+        f"{len(stacks)} stacks are running, none on the default data directory "
+        f"{default_data_dir()}: {listed}; pick one with --data-dir"
+    )
 
 
 def read_env_file(path: Path) -> dict[str, str]:

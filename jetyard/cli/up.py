@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jetyard.runtime.data_dir import default_data_dir
 from jetyard.runtime.serve import SERVICES, serve
 from jetyard.runtime.supervisor import UpOptions
 from jetyard.runtime.up import up
+from jetyard.stacks import default_data_dir
 
 COMMANDS = ("up", "serve")
 
@@ -44,6 +44,12 @@ def add_up_parser(sub: Any) -> None:
         default=os.environ.get("JETYARD_AGENT_BACKEND", "auto"),
         help="containers on Docker, or simulated (env JETYARD_AGENT_BACKEND)",
     )
+    command.add_argument(
+        "--stop-sessions",
+        action="store_true",
+        help="on Ctrl-C, end every running session first (by default their containers keep "
+        "running, and the next `jetyard up` takes them up again)",
+    )
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -60,5 +66,6 @@ def run(args: argparse.Namespace) -> int:
         nats_port=args.nats_port,
         agent_backend=args.agent_backend,
         restart_delay_s=float(os.environ.get("JETYARD_UP_RESTART_DELAY_S", "1.0")),
+        stop_sessions=args.stop_sessions,
     )
     return up(options)

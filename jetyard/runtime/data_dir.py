@@ -18,11 +18,6 @@ class DataDirBusyError(RuntimeError):
     pass
 
 
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "jetyard"
-
-
 class DataDirLock:
     """An exclusive flock on ``<data-dir>/jetyard.lock``, held for the life of the process.
 
@@ -94,33 +89,48 @@ def kept_port(path: Path, wanted: int = 0, default: int | None = None) -> tuple[
     """The port to use this start, and the kept one when it could not be used.
 
     The port is kept in ``path``: made on the first start (``default`` if it is free, else a
-    free one), replaced by an explicit ``wanted`` one. A kept port another program took is not
-    stolen: this start uses a free one, and the kept one stays kept for the next start."""
+    free one, with why on the file's second line), replaced by an explicit ``wanted`` one. A
+    kept port another program took is not stolen: this start uses a free one, and the kept one
+    stays kept for the next start."""
     if wanted:
-        path.write_text(f"{wanted}\n")
+        path.write_text(f"{wanted}\n# chosen when jetyard up was started\n")
         return wanted, None
     try:
-        kept = int(path.read_text().strip())
-    except (OSError, ValueError):
-        kept = default if default is not None and port_is_free(default) else free_port()
-        path.write_text(f"{kept}\n")
+        kept = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        if default is not None and port_is_free(default):
+            kept, why = default, ""
+        else:
+            kept = free_port()
+            why = "" if default is None else f"# {default} was in use when this was made\n"
+        path.write_text(f"{kept}\n{why}")
         return kept, None
     if port_is_free(kept):
         return kept, None
     return free_port(), kept
 
 
+def _why_kept(path: Path) -> str:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return lines[1].lstrip("# ").strip() if len(lines) > 1 else "kept from an earlier start"
+
+
 def kept_service_port(
     data_dir: Path, name: str, default: int, wanted: int = 0, what: str = ""
 ) -> tuple[int, str | None]:
-    """A service's port kept in ``<data-dir>/<name>.port`` (``kept_port``), and a
-    warning when the kept one is taken this time."""
+    """A service's port kept in ``<data-dir>/<name>.port`` (``kept_port``), and, whenever it
+    is not ``default`` (the port the README names), a sentence saying why."""
     path = data_dir / f"{name}.port"
     port, taken = kept_port(path, wanted, default)
-    if taken is None:
-        return port, None
     said = what or name
-    return port, f"the {said} port {taken} (kept in {path}) is taken; using {port} this time"
+    if taken is not None:
+        return port, f"the {said} port {taken} (kept in {path}) is taken; using {port} this time"
+    if port == default:
+        return port, None
+    return port, (
+        f"the {said} port is {port}, not {default}: {_why_kept(path)} (kept in {path}; "
+        f"remove that file to try {default} again)"
+    )
 
 
 def kept_nats_port(data_dir: Path, wanted: int) -> tuple[int, str | None]:

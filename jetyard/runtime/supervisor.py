@@ -18,6 +18,7 @@ from pathlib import Path
 
 from events.bus import connect, ensure_streams
 from jetyard import stacks
+from jetyard.runtime import walk_image
 from jetyard.runtime.appproxy_setup import AppProxySetup
 from jetyard.runtime.bootstrap import cluster_id, nats_token, secrets_key
 from jetyard.runtime.data_dir import (
@@ -53,6 +54,8 @@ class UpOptions:
     nats_port: int = 0  # 0: the port kept in <data-dir>/nats.port (a free one the first time)
     agent_backend: str = "auto"
     restart_delay_s: float = 1.0
+    stop_sessions: bool = False
+    """End every running session (through the log) before stopping (``--stop-sessions``)."""
     services: tuple[str, ...] = SERVICE_ORDER
     start_timeout_s: float = field(default_factory=_start_timeout_s)
 
@@ -84,6 +87,8 @@ class Stack:
     storage: StorageSetup | None = None
     appproxy: AppProxySetup | None = None
     metrics: MetricsSetup | None = None
+    port_notes: list[str] = field(default_factory=list)
+    """Why a port the README names (storage 6021, app proxy 6022) is another one here."""
 
     def env(self, name: str) -> dict[str, str]:
         assert self.server is not None and self.server.token is not None
@@ -130,15 +135,12 @@ class Stack:
         self.server = NatsServer(data_dir=data / "nats", port=port, token=nats_token(data))
         self.server.start()
         self.secrets_key = secrets_key(data)
-        self.storage, warning = StorageSetup.of(data)
-        if warning is not None:
-            print(f"WARNING: {warning}", flush=True)
-        self.appproxy, warning = AppProxySetup.of(data)
-        if warning is not None:
-            print(f"WARNING: {warning}", flush=True)
-        self.metrics, warnings = MetricsSetup.of(data)
-        for warning in warnings:
-            print(f"WARNING: {warning}", flush=True)
+        self.storage, storage_note = StorageSetup.of(data)
+        self.appproxy, appproxy_note = AppProxySetup.of(data)
+        self.metrics, metrics_notes = MetricsSetup.of(data)
+        self.port_notes = [n for n in (storage_note, appproxy_note) if n is not None]
+        for note in (*self.port_notes, *metrics_notes):
+            print(f"note: {note}", flush=True)
         self.metrics.write_targets(data, self.metrics_urls())
         asyncio.run(self._declare())
         # For tools run by hand against this stack (`jetyard log`) and agents on other
@@ -160,6 +162,8 @@ class Stack:
                 views_url=self.env("projections")["JETYARD_PROJECTIONS_DATABASE_URL"],
             )
         )
+        if "agent" in self.options.services and self.options.agent_backend != "simulated":
+            walk_image.ensure(say=lambda line: print(line, flush=True))  # before it reports
         for name in self.options.services:
             self._spawn(name)
 

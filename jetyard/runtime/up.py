@@ -14,8 +14,10 @@ metrics ports (``metrics_setup``: every ``/metrics`` is listed in
 dies is started again at once on the same store, port and token (the services reconnect), a
 service after a pause that doubles while it keeps dying at once; it says what went down and
 why, and when it is back, and never gives up on a part. Ctrl-C stops the services, then the
-server. A lock on the data directory keeps a second ``up`` off it; a server orphaned by a
-``kill -9`` of an earlier ``up`` is found through its pidfile and stopped first. This module is
+server, and says which sessions' containers keep running (``sessions_left``; with
+``--stop-sessions`` it ends those sessions first). A lock on the data directory keeps a
+second ``up`` off it; a server orphaned by a ``kill -9`` of an earlier ``up`` is found through
+its pidfile and stopped first. This module is
 the loop that watches the parts and says what it sees.
 """
 
@@ -28,6 +30,7 @@ import time
 from events.bus import connect
 from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
 from jetyard.runtime.health import with_log
+from jetyard.runtime.sessions_left import end_sessions, left_running, said_left, sessions_of
 from jetyard.runtime.supervisor import NATS, Stack, UpOptions
 from schemas.settings import NatsSettings
 
@@ -113,7 +116,13 @@ def say_up(stack: Stack) -> None:
     print(f"  metrics   http://127.0.0.1:{port}/metrics and every service's /metrics, listed")
     print(f"            in {data / 'prometheus-targets.json'} (docs/metrics.md)")
     print(f"  logs      {data / 'logs'}")
-    print("Ctrl-C stops everything.", flush=True)
+    for note in stack.port_notes:
+        print(f"  note      {note}")
+    if stack.options.stop_sessions:
+        print("Ctrl-C stops Jetyard and ends every running session (--stop-sessions).", flush=True)
+    else:
+        print("Ctrl-C stops Jetyard; sessions' containers keep running (--stop-sessions: end them)",
+              flush=True)  # fmt: skip
 
 
 def up(options: UpOptions) -> int:
@@ -142,6 +151,36 @@ def up(options: UpOptions) -> int:
                 say_not_up(stack, missing, now - started)
                 timed_out = True
         print("stopping...", flush=True)
+        if options.stop_sessions:
+            stop_sessions(stack)
         return 0
     finally:
         stack.stop()
+        say_left(stack)
+
+
+def stop_sessions(stack: Stack) -> None:
+    """``--stop-sessions``: every session with a running container ended through the log
+    before the services stop (their agent stops the containers)."""
+    left = left_running(stack.cluster_id)
+    sessions = sessions_of(left or [])
+    if not sessions or stack.server is None:
+        return
+    print(f"ending {len(sessions)} session(s) (--stop-sessions)...", flush=True)
+    settings = NatsSettings(url=stack.server.url, token=stack.server.token)
+    try:
+        end_sessions(settings, stack.cluster_id, sessions)
+    except Exception as exc:  # whatever it was, the rest of the stop goes on; it is said
+        print(f"ending the sessions failed ({exc!r})", flush=True)
+
+
+def say_left(stack: Stack) -> None:
+    """What keeps running now that Jetyard stopped (the sessions' containers), and how to
+    end it."""
+    try:
+        left = left_running(stack.cluster_id)
+    except Exception as exc:  # a question about Docker must not hide the stop
+        print(f"could not ask Docker what is left running ({exc!r})", flush=True)
+        return
+    for line in said_left(left, str(stack.options.data_dir)):
+        print(line, flush=True)

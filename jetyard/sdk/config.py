@@ -123,11 +123,12 @@ def token_expiry(expires_in_s: int, now: datetime | None = None) -> datetime:
 
 
 def default_endpoint() -> str:
-    """The gateway of the one ``jetyard up`` running here, else the usual port."""
-    from jetyard.stacks import running
+    """The gateway of the ``jetyard up`` running here (of several, the one on this user's
+    default data directory), else the usual port."""
+    from jetyard.stacks import preferred, running
 
-    stacks = running()
-    return stacks[0].gateway_url if len(stacks) == 1 else DEFAULT_ENDPOINT
+    chosen = preferred(running())
+    return chosen.gateway_url if chosen is not None else DEFAULT_ENDPOINT
 
 
 def resolve(

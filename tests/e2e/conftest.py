@@ -31,6 +31,8 @@ class Jetyard:
     backend: str
     env: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
+    args: tuple[str, ...] = ()
+    """More arguments for ``jetyard up`` (``--stop-sessions``)."""
 
     @property
     def url(self) -> str:
@@ -78,6 +80,7 @@ class Jetyard:
                 str(self.port),
                 "--agent-backend",
                 self.backend,
+                *self.args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

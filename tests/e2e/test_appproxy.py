@@ -79,6 +79,8 @@ def test_a_web_app_in_a_container_through_the_proxy(stack: Jetyard, web_image: s
         opened = browser.get(url)
         assert opened.status_code == 303 and opened.headers["location"] == parts.path
         assert f"Path=/apps/{session_id}/web/" in opened.headers["set-cookie"]
+        replayed = httpx.get(url, timeout=30)  # the same URL from another client, once used
+        assert replayed.status_code == 401 and "used already" in replayed.text
         page = browser.get(app_url)  # the cookie, from the jar
         assert (page.status_code, page.text) == (200, PAGE)
         index = browser.get(app_url + "index.html")

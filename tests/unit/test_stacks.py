@@ -109,3 +109,18 @@ def test_an_explicit_data_dir_or_url_needs_no_running_stack(
     monkeypatch.setenv("JETYARD_DATA_DIR", str(data))
     assert nats_settings(_args()).url == "nats://127.0.0.1:4999"
     assert nats_settings(_args(url="nats://elsewhere:1")).url == "nats://elsewhere:1"
+
+
+def test_of_several_stacks_the_one_on_the_users_default_data_dir_is_chosen(
+    tmp_path: Path, fake_up: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home-data"))
+    (tmp_path / "home-data").mkdir()
+    _stack(tmp_path, "someone-elses", fake_up)
+    mine = _stack(tmp_path / "home-data", "jetyard", fake_up)
+    assert stacks.default_data_dir() == Path(mine.data_dir)
+    assert stacks.the_running_one() == mine
+    assert nats_settings(_args()).token == "tok-jetyard"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(NoStackError, match="none on the default data directory"):
+        stacks.the_running_one()
