@@ -169,6 +169,16 @@ def test_the_form_says_what_the_gateway_would_refuse_and_shows_what_it_did(
     assert len(sent) == 1
     shot(page, "new-session-refused")
 
+    # A cluster session: each kernel's share and the total, never the total multiplied.
+    page.fill("#f-dependsOn", "")
+    page.fill("#f-clusterSize", "2")
+    page.click("#new-session button[type=submit]")
+    expect(page.locator("#session-status")).to_be_visible()
+    expect(page.locator("main")).to_contain_text(
+        "2 kernels \u00d7 (0.5 CPU · 64 MiB) = 1 CPU · 128 MiB"
+    )
+    shot(page, "cluster-session-resources")
+
 
 def test_the_terminal_runs_what_is_typed(
     page: Page, stack: Jetyard, researcher: Researcher

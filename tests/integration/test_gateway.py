@@ -200,8 +200,12 @@ async def test_a_batch_cluster_session_shows_its_fields_and_result(
     assert await gateway.services.views.wait_for(seq, 10)
 
     query = """query($id: ID!) { session(id: $id) { status exitCode result dependsOn startsAt
-        timeoutSeconds clusterMode clusterSize kernelIds history { status reason } } }"""
+        timeoutSeconds clusterMode clusterSize kernelIds history { status reason }
+        resources { cpu memoryBytes gpu } resourcesPerKernel { cpu memoryBytes gpu } } }"""
     shown = (await gateway.gql(query, id=session.id))["data"]["session"]
+    # The total is every kernel's together; each kernel's share is said apart.
+    assert shown["resources"] == {"cpu": "1", "memoryBytes": str(128 << 20), "gpu": "0"}
+    assert shown["resourcesPerKernel"] == {"cpu": "0.5", "memoryBytes": str(64 << 20), "gpu": "0"}
     assert shown["status"] == "TERMINATED"
     # The main kernel's exit is the session's result, whatever the sub-kernel did.
     assert (shown["exitCode"], shown["result"]) == (0, "success")

@@ -99,6 +99,12 @@ def _queue_length(root: Session, info: Info[Context, Any]) -> int | None:
     return None if place is None else place[1]
 
 
+def _per_kernel(cpu_milli: int, memory_bytes: int, gpu_hundredths: int, kernels: int) -> Resources:
+    """One kernel's share of a session's total (its kernels are made alike, so it divides)."""
+    n = max(kernels, 1)
+    return resources(cpu_milli // n, memory_bytes // n, gpu_hundredths // n)
+
+
 @strawberry.type
 class Session:
     id: strawberry.ID
@@ -107,7 +113,13 @@ class Session:
     status_reason: str
     type: str
     image: str
-    resources: Resources
+    resources: Resources = strawberry.field(
+        description="what the session holds in total: every kernel's together (for "
+        "clusterSize 2, twice resourcesPerKernel)"
+    )
+    resources_per_kernel: Resources = strawberry.field(
+        description="what each of its clusterSize kernels holds (they are alike)"
+    )
     command: list[str] | None
     node_ids: list[str]
     kernel_ids: list[str]
@@ -164,6 +176,9 @@ class Session:
             type=r.type,
             image=r.image,
             resources=resources(r.cpu_milli, r.memory_bytes, r.gpu_hundredths),
+            resources_per_kernel=_per_kernel(
+                r.cpu_milli, r.memory_bytes, r.gpu_hundredths, len(r.kernel_ids)
+            ),
             command=None if r.command is None else list(r.command),
             node_ids=list(r.node_ids),
             kernel_ids=list(r.kernel_ids),

@@ -20,9 +20,12 @@ export function followStatus(scope, sessionId, next, { error, complete } = {}) {
   return stop;
 }
 
+/** What a session holds: "1 CPU · 256 MiB", or for a cluster session each kernel's share and
+ * the total (the API's `resources` is already the total: never multiplied here). */
 export function resourcesText(session) {
-  const each = resourcesWords(session.resources);
-  return session.clusterSize > 1 ? `${session.clusterSize} × (${each})` : each;
+  const total = resourcesWords(session.resources);
+  if (!(session.clusterSize > 1) || !session.resourcesPerKernel) return total;
+  return `${session.clusterSize} kernels × (${resourcesWords(session.resourcesPerKernel)}) = ${total}`;
 }
 
 /** "3rd of 7 waiting" while PENDING with a known place. */

@@ -14,7 +14,7 @@ const SESSION = `query Session($id: ID!) {
   session(id: $id) {
     id name status statusReason type image command clusterSize clusterMode nodeIds kernelIds
     exitCode result createdAt timeoutSeconds queuePosition queueLength dependsOn startsAt
-    resources { cpu memoryBytes gpu }
+    resources { cpu memoryBytes gpu } resourcesPerKernel { cpu memoryBytes gpu }
     mounts { folderId name path readOnly }
     servicePorts { kernelId name protocol port state public }
   }

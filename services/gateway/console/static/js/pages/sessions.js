@@ -15,7 +15,7 @@ import { queueText, resourcesText, sessionAsOf } from "../sessions-common.js";
 const PAGE = 100;
 const MAX_PENDING = 500; // waiting rows whose queue moves the feed follows (its limit)
 // A row's fields, the same for the list and for a session added to it.
-const FIELDS = "id name status statusReason type image clusterSize createdAt exitCode result queuePosition queueLength resources { cpu memoryBytes gpu }";
+const FIELDS = "id name status statusReason type image clusterSize createdAt exitCode result queuePosition queueLength resources { cpu memoryBytes gpu } resourcesPerKernel { cpu memoryBytes gpu }";
 const QUERY = `query MySessions($after: String) {
   sessions(first: ${PAGE}, after: $after, newestFirst: true) {
     seq totalCount
