@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.ids import derived_id
 from schemas.resources import ResourceSlots
+from schemas.sandbox import SAFE_SANDBOX, Sandbox
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
 """Names that are also ids (domains, policies, resource groups): subject-safe and short."""
@@ -148,6 +149,16 @@ class GroupScheduling(BaseModel):
     )
     preempt_across_domains: bool = Field(
         default=False, description="victims may belong to another domain"
+    )
+    wait_for_larger_nodes: bool = Field(
+        default=False,
+        description="a request no node of the group could hold even idle waits for a larger "
+        "node to join, instead of being refused at creation (docs/scheduling.md)",
+    )
+    sandbox: Sandbox = Field(
+        default=SAFE_SANDBOX,
+        description="what the group's sessions' containers may do (schemas/sandbox.py); "
+        "each allocation carries it to its node",
     )
 
 

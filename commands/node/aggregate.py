@@ -26,6 +26,7 @@ from commands.node.rules import (
 from events.snapshots import Snapshot
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
+from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.subjects import AggregateType
 from schemas.vfolder import Mount
 
@@ -166,9 +167,11 @@ class Node(Aggregate):
         hostname: str = "",
         numa_node: int | None = None,
         mounts: tuple[Mount, ...] = (),
+        sandbox: Sandbox = SAFE_SANDBOX,
     ) -> bool:
         """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs
-        (with which folders mounted). The same allocation again changes nothing."""
+        (with which folders mounted, in which sandbox). The same allocation again changes
+        nothing."""
         held = self.allocations.get(kernel_id)
         wanted = Allocation(
             session_id=session_id,
@@ -180,6 +183,7 @@ class Node(Aggregate):
             hostname=hostname,
             numa_node=numa_node,
             mounts=tuple(mounts),
+            sandbox=sandbox,
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -213,6 +217,7 @@ class Node(Aggregate):
             hostname=hostname,
             numa_node=numa_node,
             mounts=wanted.mounts,
+            sandbox=sandbox,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:

@@ -58,6 +58,7 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             hostname=self.hostname,
             numa_node=self.numa_node,
             mounts=self.mounts,
+            sandbox=self.sandbox,
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)

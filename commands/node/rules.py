@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from commands.errors import DomainError
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
+from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.vfolder import Mount
 
 
@@ -43,4 +44,6 @@ class Allocation(BaseModel):
     """The NUMA node of its devices, when they share one: the agent pins the CPUs there."""
     mounts: tuple[Mount, ...] = ()
     """Its session's folders, bind-mounted by the agent."""
+    sandbox: Sandbox = SAFE_SANDBOX
+    """What its container may do (its resource group's settings when it was placed)."""
     stopping: bool = False

@@ -8,6 +8,7 @@ from pydantic import AwareDatetime, Field
 from events.catalogue import Event, event
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.resources import ResourceSlots
+from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.subjects import AggregateType
 from schemas.vfolder import Mount
 
@@ -55,6 +56,9 @@ class ResourcesAllocated(Event):
     numa_node: int | None = None
     mounts: tuple[Mount, ...] = ()
     """Its session's folders: the agent mounts each from ``<volume root>/<folder path>``."""
+    sandbox: Sandbox = SAFE_SANDBOX
+    """What its container may do: its resource group's, when it was placed. An event written
+    before allocations carried it loads with the safe defaults."""
 
 
 @event("KernelStopRequested", NODE)

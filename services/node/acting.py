@@ -123,6 +123,7 @@ class PlanActions:
             hostname=allocation.hostname,
             cpuset=self.capacity.cpus_of(allocation.numa_node),
             mounts=host_mounts(allocation.mounts, self.settings.volumes),
+            sandbox=allocation.sandbox,
         )
 
     async def start(self, item: tuple[str, Allocation]) -> Fact:

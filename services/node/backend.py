@@ -10,6 +10,7 @@ from typing import Literal, Protocol
 
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
+from schemas.sandbox import SAFE_SANDBOX, Sandbox
 
 # Labels on every container the agent creates: the agent finds its containers by these alone
 # (never by a list kept in memory), so a restarted agent sees exactly what runs.
@@ -91,6 +92,8 @@ class KernelSpec:
     """CPUs to pin it to (those of its devices' NUMA node); empty: not pinned."""
     mounts: tuple[HostMount, ...] = ()
     """Its session's folders, resolved to this machine's directories (``services.node.mounts``)."""
+    sandbox: Sandbox = SAFE_SANDBOX
+    """What its container may do (its allocation's: its resource group's settings)."""
 
 
 @dataclass(frozen=True, slots=True)

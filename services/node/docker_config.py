@@ -1,10 +1,12 @@
 """The Docker container configuration for one kernel, as a pure function of its ``KernelSpec``:
 limits, labels, exactly its GPUs, its host name (and, for a cluster session's kernel, its
 session's network, where that name resolves), its CPU pinning, its folders (bind mounts,
-read-only where the mount says so), and (for GPU shares on a machine running CUDA MPS) the MPS
-client settings. Reads and writes no subjects.
+read-only where the mount says so), its sandbox (capabilities, no-new-privileges, a process
+limit: its resource group's ``Sandbox``), and (for GPU shares on a machine running CUDA MPS) the
+MPS client settings. Reads and writes no subjects.
 
-Why each GPU setting is what it is is written up in docs/gpus.md.
+Why each GPU setting is what it is is written up in docs/gpus.md; why each capability is kept
+or dropped, in docs/node-agent.md ("What a session may do").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.resources import GPU_QUANTUM
+from schemas.sandbox import Sandbox
 from services.node.backend import KernelSpec, labels_for
 from services.node.networks import endpoint_config, kernel_network
 from services.node.topology import format_cpulist
@@ -24,6 +27,37 @@ MIB = 1 << 20
 # these is dropped, so a kernel cannot widen its own devices or MPS limits by asking.
 AGENT_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 AGENT_ENV_PREFIX = "CUDA_MPS_"
+
+KEPT_CAPABILITIES = (
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "NET_BIND_SERVICE",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+"""Every capability a kernel holds: what ordinary images do as root (install packages, own and
+chmod their files, switch users, signal their processes, listen below 1024, chroot). Docker's
+default set less MKNOD (device nodes), SETFCAP (file capabilities: both would outlive the
+container in a mounted folder), AUDIT_WRITE (the host's audit log) and NET_RAW (given back by
+the group's ``raw_sockets``). Named, not Docker's default less some: an engine whose default
+grows gives a kernel nothing more."""
+RAW_SOCKETS = "NET_RAW"
+
+
+def sandbox_config(sandbox: Sandbox) -> dict[str, Any]:
+    """The ``HostConfig`` keys that hold a kernel to its group's sandbox."""
+    kept = [*KEPT_CAPABILITIES, RAW_SOCKETS] if sandbox.raw_sockets else [*KEPT_CAPABILITIES]
+    host: dict[str, Any] = {"CapDrop": ["ALL"], "CapAdd": sorted(kept)}
+    if sandbox.no_new_privileges:
+        host["SecurityOpt"] = ["no-new-privileges"]
+    if sandbox.pids_limit is not None:
+        host["PidsLimit"] = sandbox.pids_limit
+    return host
 
 
 def kernel_env(spec: KernelSpec, mps_pipe_dir: Path | None) -> dict[str, str]:
@@ -76,6 +110,7 @@ def container_config(
     """The body of Docker's ``POST /containers/create`` for this kernel, labelled as node
     ``node_id``'s of installation ``cluster_id`` ("": none)."""
     host: dict[str, Any] = {"Init": True}  # docker-init as PID 1 forwards SIGTERM
+    host.update(sandbox_config(spec.sandbox))
     if spec.slots.cpu_milli:
         host["NanoCpus"] = spec.slots.cpu_milli * NANO_CPUS_PER_MILLI
     if spec.slots.memory_bytes:

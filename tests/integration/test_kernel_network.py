@@ -25,6 +25,7 @@ from events.bus import Bus
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.resources import ResourceSlots
+from schemas.sandbox import Sandbox
 from schemas.settings import NatsSettings
 from services.node.backend import LABEL_SESSION, KernelSpec, owner_labels
 from services.node.backend_docker import DockerBackend
@@ -73,6 +74,10 @@ async def machine(docker: aiodocker.Docker, tmp_path: Path) -> AsyncIterator[Age
         await (await docker.networks.get(network["Id"])).delete()
 
 
+PINGING = Sandbox(raw_sockets=True)
+"""busybox's ping opens a raw socket: these sessions' group allows them (none does by default)."""
+
+
 class Session:
     """A session's kernels on one node, as the scheduler would allocate them: one kernel runs
     on the default bridge; several are a cluster (``main1``, ``sub1``…)."""
@@ -86,8 +91,9 @@ class Session:
         def decide(node: Node) -> None:
             for kernel, host in zip(self.kernels, self.hosts, strict=True):
                 node.allocate(
-                    kernel, self.id, SLOTS, NOW, image=IMAGE, command=SLEEP, hostname=host
-                )
+                    kernel, self.id, SLOTS, NOW, image=IMAGE, command=SLEEP, hostname=host,
+                    sandbox=PINGING,
+                )  # fmt: skip
 
         return decide
 

@@ -20,6 +20,7 @@ from events.catalogue import CATALOGUE
 from events.domain.tenancy import ResourceGroupCreated, ResourceGroupModified
 from events.envelope import Envelope
 from schemas.principal import Actor, ActorKind, Tenant
+from schemas.sandbox import Sandbox
 from schemas.session import SessionType
 from schemas.tenancy import (
     CREATED_SCHEDULING,
@@ -121,6 +122,7 @@ CLIENT_FIELDS = {
     "starvationAfterSeconds": "Int!", "fragmentationGuard": "Boolean!", "deviceFill": "String!",
     "pendingTimeoutSeconds": "Int", "preemption": "Boolean!", "preemptionGraceSeconds": "Int!",
     "preemptAcrossDomains": "Boolean!",
+    "noNewPrivileges": "Boolean!", "pidsLimit": "Int", "rawSockets": "Boolean!",
 }  # fmt: skip
 
 
@@ -181,6 +183,31 @@ def test_arguments_are_read_into_the_model_with_its_bounds() -> None:
             group_scheduling(GroupScheduling(), **{argument: value})
 
 
+def test_the_sandbox_settings_are_arguments_of_their_own_name_kept_in_the_sandbox() -> None:
+    opened = group_scheduling(CREATED_SCHEDULING, raw_sockets=True, pids_limit=0)
+    assert opened.sandbox == Sandbox(raw_sockets=True, pids_limit=None)
+    assert opened.agent_selection is AgentSelection.DISPERSED  # the rest as the base had it
+    kept = group_scheduling(opened, no_new_privileges=False)
+    assert kept.sandbox == Sandbox(raw_sockets=True, pids_limit=None, no_new_privileges=False)
+    with pytest.raises(InputError, match=re.escape("pidsLimit must not be less than 16, got 8")):
+        group_scheduling(GroupScheduling(), pids_limit=8)
+    with pytest.raises(InputError, match=re.escape("pidsLimit must be at most 4194304, got")):
+        group_scheduling(GroupScheduling(), pids_limit=1 << 30)
+
+
+def test_a_group_stored_before_the_sandbox_existed_is_sandboxed_safely() -> None:
+    # v1 events, and v2 events written before ``sandbox`` (their ``scheduling`` lacks it).
+    created, _ = (Envelope.model_validate_json(raw) for raw in STORED_V1)
+    v2 = ResourceGroupModified.model_validate(
+        {"description": "", "allowed_session_types": ["batch"], "scheduling": {"preemption": True}}
+    )
+    for scheduling in (CATALOGUE.decode(created).scheduling, v2.scheduling):  # type: ignore[attr-defined]
+        assert scheduling.sandbox == Sandbox(
+            no_new_privileges=True, pids_limit=4096, raw_sockets=False
+        )
+    assert CREATED_SCHEDULING.sandbox == GroupScheduling().sandbox == Sandbox()
+
+
 # ---- the docs table -----------------------------------------------------------------------
 
 BEGIN, END = "<!-- settings table: GroupScheduling -->", "<!-- end of settings table -->"
@@ -201,9 +228,8 @@ def _values(setting: Setting) -> str:
         return ", ".join(f"`{c}`" for c in setting.choices)
     if setting.kind is bool:
         return "true, false"
-    field = GroupScheduling.model_fields[setting.name]
-    least = next(m.ge for m in field.metadata if isinstance(m, Ge))
-    most = next(m.le for m in field.metadata if isinstance(m, Le))
+    least = next(m.ge for m in setting.field.metadata if isinstance(m, Ge))
+    most = next(m.le for m in setting.field.metadata if isinstance(m, Le))
     return f"{least} … {most}" + ("; 0 unsets it" if setting.unsettable else "")
 
 
@@ -211,7 +237,7 @@ def settings_table() -> str:
     head = ("GraphQL argument / field", "in `scheduling`", "values", "left out at creation")
     rows = ["| " + " | ".join((*head, "what it does")) + " |", "|---|---|---|---|---|"]
     for s in SETTINGS:
-        created = _value(getattr(CREATED_SCHEDULING, s.name))
+        created = _value(s.show(CREATED_SCHEDULING))
         rows.append(f"| `{s.graphql}` | `{s.name}` | {_values(s)} | {created} | {s.description} |")
     return "\n".join(rows)
 

@@ -3,7 +3,9 @@ the arguments of ``createResourceGroup`` and ``modifyResourceGroup``, the fields
 ``ResourceGroupInfo``, and the arguments read back into the model. Pure; no subjects.
 
 Spelling: a setting's GraphQL name is its field's name in camelCase, ``_s`` (seconds) spelled
-``Seconds`` (``starvation_after_s``: ``starvationAfterSeconds``). An enumeration travels as a
+``Seconds`` (``starvation_after_s``: ``starvationAfterSeconds``). A field that is itself a model
+(``sandbox``) is not a setting: each of its fields is one, named by its own field's name
+(``sandbox.pids_limit``: ``pidsLimit``). An enumeration travels as a
 string (its value); a setting that may be unset takes 0 as an argument to unset it (null, or
 left out, is "not given": the new group's default, or the group's value on a change). Bounds
 are the model's: a value out of them is refused with a sentence naming the argument.
@@ -13,13 +15,14 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, TypeVar, get_args
 
 import strawberry
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from schemas.tenancy import GroupScheduling
@@ -35,7 +38,8 @@ class Setting:
     """One field of ``GroupScheduling`` as GraphQL shows it."""
 
     name: str
-    """The model's field (and the event's key in ``scheduling``)."""
+    """The model's field (and the event's key in ``scheduling``), dotted where it is nested
+    (``sandbox.pids_limit``)."""
     argument: str
     """The resolver's parameter and type attribute; strawberry camelCases it."""
     graphql: str
@@ -44,6 +48,12 @@ class Setting:
     unsettable: bool
     """None is a value of the setting (e.g. no timeout)."""
     description: str
+    field: FieldInfo
+    """Its type, default and bounds."""
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(self.name.split("."))
 
     @property
     def shown(self) -> Any:
@@ -56,29 +66,51 @@ class Setting:
         return tuple(m.value for m in self.kind) if issubclass(self.kind, StrEnum) else ()
 
     def show(self, scheduling: GroupScheduling) -> Any:
-        value = getattr(scheduling, self.name)
+        value: Any = scheduling
+        for part in self.path:
+            value = getattr(value, part)
         return value.value if isinstance(value, StrEnum) else value
 
 
-def _setting(name: str, field: FieldInfo) -> Setting:
+def _settings(model: type[BaseModel], within: str = "") -> list[Setting]:
+    found = []
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            found += _settings(field.annotation, f"{within}{name}.")
+        else:
+            found.append(_setting(f"{within}{name}", name, field))
+    return found
+
+
+def _setting(dotted: str, name: str, field: FieldInfo) -> Setting:
     kinds = [k for k in get_args(field.annotation) if k is not types.NoneType]
     kind: object = kinds[0] if kinds else field.annotation
     if not isinstance(kind, type) or not (kind in (bool, int) or issubclass(kind, StrEnum)):
-        # Decimal, float, nested models...: say how GraphQL shows them here first.
-        raise TypeError(f"GroupScheduling.{name}: GraphQL settings are bool, int or StrEnum")
+        # Decimal, float, lists...: say how GraphQL shows them here first.
+        raise TypeError(f"GroupScheduling.{dotted}: GraphQL settings are bool, int or StrEnum")
     words = name.removesuffix("_s") + "_seconds" if name.endswith("_s") else name
     head, *rest = words.split("_")
     return Setting(
-        name=name,
+        name=dotted,
         argument=words,
         graphql=head + "".join(w.capitalize() for w in rest),
         kind=kind,
         unsettable=len(kinds) < len(get_args(field.annotation)),
         description=field.description or "",
+        field=field,
     )
 
 
-SETTINGS = tuple(_setting(n, f) for n, f in GroupScheduling.model_fields.items())
+def _one_name_each(settings: list[Setting]) -> tuple[Setting, ...]:
+    counted = Counter(s.graphql for s in settings)
+    twice = sorted(name for name, times in counted.items() if times > 1)
+    if twice:
+        # A nested model's field is named without its model: two of one name would collide.
+        raise TypeError(f"GroupScheduling: two settings would be GraphQL's {', '.join(twice)}")
+    return tuple(settings)
+
+
+SETTINGS = _one_name_each(_settings(GroupScheduling))
 _BY_NAME = {s.name: s for s in SETTINGS}
 
 
@@ -155,15 +187,22 @@ def group_scheduling(base: GroupScheduling, **given: Any) -> GroupScheduling:
                 raise InputError(f"{setting.graphql} must not be negative, got {value}")
             value = value or None  # 0 unsets it
         update[setting.name] = value
+    merged = base.model_dump()
+    for name, value in update.items():
+        *within, last = name.split(".")
+        place = merged
+        for part in within:
+            place = place[part]
+        place[last] = value
     try:
-        return GroupScheduling.model_validate({**base.model_dump(), **update})
+        return GroupScheduling.model_validate(merged)
     except ValidationError as exc:
         raise InputError(_sentence(exc)) from None
 
 
 def _sentence(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    name = str(error["loc"][0]) if error["loc"] else ""
+    name = ".".join(str(part) for part in error["loc"])
     field = _BY_NAME[name].graphql if name in _BY_NAME else "scheduling"
     got, bounds = error.get("input"), error.get("ctx", {})
     if error["type"] == "greater_than_equal":

@@ -2,8 +2,8 @@
 
 One resource group's admitted sessions go through the group's placer
 (``placement``, pure), and each decision becomes working-copy changes —
-device-level allocations on the node ledgers (each carrying the session's mounts) and the
-session's ``SessionScheduled``, or a pending reason.
+device-level allocations on the node ledgers (each carrying the session's mounts and its
+group's sandbox) and the session's ``SessionScheduled``, or a pending reason.
 
 Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
 ``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
@@ -27,7 +27,9 @@ from placement import (
     Placer,
     SessionRequest,
 )
+from placement.reasons import while_waiting
 from schemas.resources import ResourceSlots
+from schemas.sandbox import Sandbox
 from schemas.session import SessionSpec
 from schemas.tenancy import QueuePolicy
 from services.scheduler.state import SchedulerState, TrackedSession
@@ -64,10 +66,10 @@ def place_group(
             left.append(session.id)
             if session.id in state.preempting:
                 continue  # it says what it waits for: its victims to stop
-            if session.note_pending_reason(decision.reason, now):
+            if session.note_pending_reason(while_waiting(decision.reason), now):
                 space.unit(cause_of(tracked), session)
             continue
-        nodes = _allocate(session, decision, space, now)
+        nodes = _allocate(session, decision, space, now, policy.sandbox)
         if nodes is None:
             left.append(session.id)
             continue
@@ -78,7 +80,7 @@ def place_group(
 
 
 def _allocate(
-    session: Session, decision: Placed, space: Workspace, now: datetime
+    session: Session, decision: Placed, space: Workspace, now: datetime, sandbox: Sandbox
 ) -> list[Node] | None:
     """Every kernel's allocation on its node's working copy, or none: a refused allocation (a
     placement bug) leaves no half decision behind. ``Node.allocate`` checks before it records,
@@ -94,10 +96,10 @@ def _allocate(
     try:
         if len(spec.kernels) > 1:
             scratch = {n: working_copy(node) for n, node in trial.items()}
-            _apply(session, spec, decision, scratch, now)
+            _apply(session, spec, decision, scratch, now, sandbox)
         ledgers = {node_id: space.node(node_id) for node_id in trial}
         chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
-        _apply(session, spec, decision, chosen, now)
+        _apply(session, spec, decision, chosen, now, sandbox)
     except DomainError as exc:
         log.error("placement of %s refused by the ledger (%s); left waiting", session.id, exc)
         return None
@@ -110,6 +112,7 @@ def _apply(
     decision: Placed,
     ledgers: dict[str, Node],
     now: datetime,
+    sandbox: Sandbox,
 ) -> None:
     hosts = cluster_hosts(len(spec.kernels))
     for index, (kernel_id, kernel) in enumerate(zip(session.kernel_ids, spec.kernels, strict=True)):
@@ -122,7 +125,7 @@ def _apply(
             image=spec.image, command=spec.command, env=env,
             devices=placed.devices, numa_node=placed.numa_node,
             hostname=hosts[index] if len(spec.kernels) > 1 else "",
-            mounts=session.mounts,
+            mounts=session.mounts, sandbox=sandbox,
         )  # fmt: skip
 
 
