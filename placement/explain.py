@@ -115,7 +115,8 @@ def _gpu(nodes: Sequence[NodeState], need: Need, group: str, guard: bool) -> str
     if not listed:
         if any(n.offer.capacity.gpu_hundredths for n in nodes):
             return reasons.no_device_list(group)
-        return reasons.whole_short(group, -(-sum(need.gpus) // FULL), 0, nodes[0].name, idle=True)
+        # Not "no node has 1 GPU" for a request of 0.5: the group has none at all.
+        return reasons.no_gpus(group, sum(need.gpus))
     if need.whole:
         most = _largest(listed, lambda n: n.w)
         if most.w < need.whole:

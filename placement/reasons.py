@@ -2,7 +2,9 @@
 
 A reason names what is short and the best the group has now ("no node in group gpu-a has 4
 free GPUs (most free: 2)"), and says when waiting cannot help because no node is that large
-even when idle. The placement engine gathers the numbers; this module only words them
+even when idle (``never``). Such a request is refused at creation, naming the largest node
+(``refused``), unless its group waits for larger nodes; one that waits says what for
+(``while_waiting``). The placement engine gathers the numbers; this module only words them
 (``rules.admission`` borrows its amount formats).
 """
 
@@ -96,18 +98,28 @@ def no_device_list(group: str) -> str:
     return f"no node {where(group)} lists its GPU devices yet (GPU requests need them)"
 
 
+NO_GPUS = "there are no GPUs"
+
+
+def no_gpus(group: str, need: int) -> str:
+    """No node of the group has any GPU (``need``: the hundredths asked for)."""
+    return f"{NO_GPUS} {where(group)} (asked for {format_gpu(need)})"
+
+
 def no_shareable_gpu(group: str) -> str:
     return f"no node {where(group)} has a GPU that takes shares (MIG devices take none)"
 
 
 # ---- one dimension is short --------------------------------------------------------------
 
+IDLE = "even when idle"
+
 
 def cpu_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
     """``idle``: even the largest node, idle, is too small (``best`` is then its capacity)."""
     if idle:
         return (
-            f"no node {where(group)} has {format_cpu(need)} even when idle "
+            f"no node {where(group)} has {format_cpu(need)} {IDLE} "
             f"(largest: {format_cpu(best)} on {host})"
         )
     return (
@@ -119,7 +131,7 @@ def cpu_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str
 def memory_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
     if idle:
         return (
-            f"no node {where(group)} has {format_memory(need)} of memory even when idle "
+            f"no node {where(group)} has {format_memory(need)} of memory {IDLE} "
             f"(largest: {format_memory(best)} on {host})"
         )
     return (
@@ -135,10 +147,7 @@ def _gpus(n: int) -> str:
 def whole_short(group: str, need: int, best: int, host: str, *, idle: bool) -> str:
     """Whole devices, counted (``need``, ``best`` in devices)."""
     if idle:
-        return (
-            f"no node {where(group)} has {_gpus(need)} even when idle "
-            f"(largest: {_gpus(best)} on {host})"
-        )
+        return f"no node {where(group)} has {_gpus(need)} {IDLE} (largest: {_gpus(best)} on {host})"
     return (
         f"no node {where(group)} has {need} free GPU{'' if need == 1 else 's'} (most free: {best})"
     )
@@ -148,7 +157,7 @@ def shares_short(group: str, need: int, best: int, devices: int, *, idle: bool) 
     """Shares in hundredths laid over ``devices`` devices (0: over any number of them)."""
     over = "" if devices == 0 else " on one device" if devices == 1 else f" on {devices} devices"
     if idle:
-        return f"no node {where(group)} has {format_gpu(need)}{over} even when idle"
+        return f"no node {where(group)} has {format_gpu(need)}{over} {IDLE}"
     return (
         f"no node {where(group)} has {format_gpu(need)} free{over} (most free: {format_gpu(best)})"
     )
@@ -195,3 +204,26 @@ def kernel_of(index: int, count: int, reason: str) -> str:
 def together(count: int, reason: str) -> str:
     """A single-node session of several kernels: the reason is about their sum."""
     return f"all {count} kernels on one node: {reason}"
+
+
+# ---- never: no node of the group could hold it, even idle ---------------------------------
+
+
+def never(reason: str) -> bool:
+    """Whether a reason says no node of the group could hold the request even idle."""
+    return IDLE in reason or NO_GPUS in reason
+
+
+def while_waiting(reason: str) -> str:
+    """What a waiting session is told: one that no node could hold even idle waits for a
+    larger node to join (its group allows that, or it was asked for before any node of the
+    group was registered)."""
+    return f"{reason}; it waits for a larger node to join the group" if never(reason) else reason
+
+
+def refused(reason: str, group: str) -> str:
+    """Why a request is refused at creation: no node of ``group`` could ever hold it."""
+    return (
+        f"no node {where(group)} could ever hold this request: {reason}. Ask for less, or ask "
+        f"an operator to let group {group} wait for larger nodes (waitForLargerNodes)"
+    )

@@ -70,14 +70,23 @@ class SessionResult(StrEnum):
 
     SUCCESS = "success"
     FAILURE = "failure"
+    TERMINATED = "terminated"
+    """Its end was asked for (by a person, an idle or lifetime limit, a timeout, preemption, a
+    drain) before it ended by itself: the exit code is the stop's, not a failure of its own."""
 
 
-def result_of(status: SessionStatus, exit_code: int | None) -> SessionResult | None:
-    """TERMINATED with exit code 0 succeeded; another exit code, or ERROR, failed. None while
-    the session has not ended, when it was cancelled, or when it ended with no exit code (its
-    main kernel was stopped before it ran)."""
+def result_of(
+    status: SessionStatus, exit_code: int | None, asked: bool = False
+) -> SessionResult | None:
+    """TERMINATED with exit code 0 succeeded; another exit code, or ERROR, failed; TERMINATED
+    after its end was ``asked`` for was terminated, whatever the stop's exit code. None while
+    the session has not ended, when it was cancelled, or when it ended by itself with no exit
+    code (its main kernel was stopped before it ran). A dependency asks without ``asked``: only
+    a run that exited 0 lets its dependents start."""
     if status is SessionStatus.ERROR:
         return SessionResult.FAILURE
+    if status is SessionStatus.TERMINATED and asked:
+        return SessionResult.TERMINATED
     if status is not SessionStatus.TERMINATED or exit_code is None:
         return None
     return SessionResult.SUCCESS if exit_code == 0 else SessionResult.FAILURE

@@ -141,12 +141,15 @@ class Session(SessionState, Aggregate):
 
     def mark_terminated(self, reason: str, now: datetime, exit_code: int | None = None) -> bool:
         """The session is over (its kernel is gone). Idempotent once the session has ended.
-        A preempted session's end says why it was stopped before how its kernel ended."""
+        A session asked to end (terminated, timed out, preempted) keeps why as its final
+        reason; how its kernel ended is its exit code."""
         if self.status.is_terminal:
             return False
-        if self.preempted_by is not None:
-            reason = f"{self._preemption()}; {reason}"
-        return self._change(S.TERMINATED, self.Terminated, now, reason=reason, exit_code=exit_code)
+        asked = self.ending is not None
+        reason = self.ending or reason
+        return self._change(
+            S.TERMINATED, self.Terminated, now, reason=reason, exit_code=exit_code, asked=asked
+        )
 
     def fail(self, reason: str, now: datetime) -> bool:
         """The session cannot run. Idempotent once the session has ended."""
@@ -233,18 +236,17 @@ class Session(SessionState, Aggregate):
         )
         main = self.kernel(self.main_kernel)
         if target is S.TERMINATED:
-            # The result is the main kernel's, whichever kernel ended last.
-            ended = f"{cluster_host(0)}: {main.reason}"
-            if self.preempted_by is not None:
-                ended = f"{self._preemption()}; {ended}"
-            self._change(S.TERMINATED, self.Terminated, now, reason=ended, exit_code=main.exit_code)
+            # The result is the main kernel's, whichever kernel ended last; an end asked for
+            # keeps its cause.
+            ended = self.ending or f"{cluster_host(0)}: {main.reason}"
+            self._change(
+                S.TERMINATED, self.Terminated, now, reason=ended, exit_code=main.exit_code,
+                asked=self.ending is not None,
+            )  # fmt: skip
         elif target is S.TERMINATING:
             stopping = f"{cluster_host(0)}: {reason}"
             self._change(S.TERMINATING, self.Terminating, now, reason=stopping)
         return True
-
-    def _preemption(self) -> str:
-        return next(h.reason for h in reversed(self.history) if h.status is S.TERMINATING)
 
     def _may_record(self, kernel_id: str) -> bool:
         # After the end, only a placed kernel's fate is still worth recording (it was to be

@@ -94,6 +94,10 @@ class KernelFailed(SessionKernelFailed, Aggregate.Event):
 class Terminating(SessionTerminating, Aggregate.Event):
     def apply(self, session: SessionState) -> None:
         session.preempted_by = self.preempted_by
+        # A cluster session's main kernel that exited by itself ends it as the kernel did;
+        # every other Terminating was asked for, and its reason is the session's end.
+        if not session.main_ended:
+            session.ending = self.reason
         session._enter(S.TERMINATING, self.reason, self.timestamp)
 
 
@@ -110,6 +114,7 @@ class Requeued(SessionRequeued, Aggregate.Event):
         session.placements = {}
         session.kernels = {}
         session.exit_code = None
+        session.ending = None
         session._enter(S.PENDING, self.reason, self.timestamp)
 
 

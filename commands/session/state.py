@@ -33,6 +33,7 @@ class SessionSnapshot(BaseModel):
     preempted_by: str | None = None
     attempt: int = 0
     mounts: tuple[Mount, ...] = ()
+    ending: str | None = None
 
 
 class SessionState:
@@ -57,6 +58,10 @@ class SessionState:
         """How often it was requeued after losing its node (its kernels are new each time)."""
         self.mounts: tuple[Mount, ...] = ()
         """The folders it mounts, as resolved when it was requested (kept across requeues)."""
+        self.ending: str | None = None
+        """Why it was asked to end (terminated by someone, idle timeout, lifetime, timeout,
+        preempted, drained), once it was: its final reason, whatever its kernels report
+        after (a stopped kernel exits 143). None while it ends by itself."""
 
     @property
     def reason(self) -> str:
@@ -103,6 +108,11 @@ class SessionState:
             for k in self.kernel_ids
             if k in self.placements and not self.kernel(k).status.has_ended
         )
+
+    @property
+    def main_ended(self) -> bool:
+        """A cluster session's main kernel has ended (a single kernel's end is its session's)."""
+        return not self._single and self.kernel(self.main_kernel).status.has_ended
 
     @property
     def _single(self) -> bool:

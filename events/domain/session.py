@@ -124,6 +124,10 @@ class SessionTerminated(Event):
 
     reason: str
     exit_code: int | None = None
+    asked: bool = False
+    """Its end was asked for (terminate, an idle or lifetime limit, a timeout, preemption, a
+    drain) before its main kernel ended by itself: ``reason`` is that cause. False in events
+    written before it was recorded."""
 
 
 @event("SessionRequeued", SESSION)

@@ -56,7 +56,7 @@ def tables(suffix: str = "") -> SessionTables:
         Column("kernel_ids", JSON, nullable=False),
         Column("node_ids", JSON, nullable=False),
         Column("exit_code", Integer),
-        Column("result", String(16)),  # success | failure; NULL while running or if cancelled
+        Column("result", String(16)),  # success | failure | terminated; NULL before, cancelled
         Column("depends_on", JSON, nullable=False),
         Column("starts_at", UTCDateTime),
         Column("timeout_s", Integer),
@@ -124,7 +124,8 @@ class SessionRecord:
     node_ids: tuple[str, ...]
     exit_code: int | None
     result: str | None
-    """success | failure once ended (``schemas.session.result_of``); None before, or cancelled."""
+    """success | failure | terminated once ended (``schemas.session.result_of``); None before,
+    or cancelled."""
     depends_on: tuple[str, ...]
     starts_at: datetime | None
     timeout_s: int | None

@@ -167,7 +167,8 @@ def apply(
             status = SessionStatus.ERROR
         case _:
             return row, None
-    outcome = result_of(status, changes.get("exit_code", row.exit_code))
+    asked = isinstance(payload, SessionTerminated) and payload.asked
+    outcome = result_of(status, changes.get("exit_code", row.exit_code), asked)
     row = replace(
         row,
         status=status,

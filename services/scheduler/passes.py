@@ -93,11 +93,15 @@ async def run_pass(
 
 def decide_facts(state: SchedulerState, work: Work, space: Workspace, now: datetime) -> None:
     """What agents and kernels reported, alone: node ledgers for new agents, then each kernel
-    fact (a session follows, an ended kernel's slots go back)."""
+    fact (a session follows, an ended kernel's slots go back). The facts' decisions are stored
+    in runs that fit a batch, so the sessions they end give back their quota with one event
+    per scope per run, not one per session and scope."""
     for agent_id in work.agents:
         register_node(state, agent_id, space, now)
+    parts = []
     for fact in work.facts:
-        apply_fact(state, fact, space, now)
+        parts += apply_fact(state, fact, space, now)
+    space.joint_runs(parts)
 
 
 def decide(

@@ -231,7 +231,7 @@ class SessionCommands:
             session = space.session(cmd.session_id)
             if session is None:
                 return Rejected(Code.NOT_FOUND, f"there is no session {cmd.session_id}")
-            if not session.terminate(cmd.reason, ctx.now()):
+            if not session.terminate(ended_by(cmd, session), ctx.now()):
                 status = session.status.value
                 return Accepted((session.id,), (), f"session {session.id} is already {status}")
             nodes = []
@@ -239,7 +239,7 @@ class SessionCommands:
                 for kernel_id, node_id in session.placements.items():
                     node = space.node(node_id)
                     if node is not None:
-                        node.request_stop(kernel_id, cmd.reason, ctx.now())
+                        node.request_stop(kernel_id, session.reason, ctx.now())
                         nodes.append(node)
             space.unit(cmd.cause(), session, *nodes)
             return Accepted((), (), f"session {session.id} is {session.status.value}")
@@ -247,3 +247,22 @@ class SessionCommands:
         return answer(
             *await self._work(ctx).run(decide, what=f"terminating session {cmd.session_id}")
         )
+
+
+ASKED = TerminateSession.model_fields["reason"].default
+"""The reason a terminate carries when its sender gave none."""
+
+
+def ended_by(cmd: TerminateSession, session: Session) -> str:
+    """A session's end by request, as its final reason: who asked (by id: names never enter
+    the log; its owner said so), and why when the sender said: ``terminated by keypair
+    AK… (its owner)``, ``cancelled by user … : over budget``."""
+    verb = "cancelled" if session.status is SessionStatus.PENDING else "terminated"
+    actor, owner = cmd.actor, session.owner
+    own = owner is not None and (
+        (actor.kind is ActorKind.KEYPAIR and actor.id == owner.access_key)
+        or (actor.kind is ActorKind.USER and actor.id == owner.user_id)
+    )
+    who = f"{actor.kind.value} {actor.id}" + (" (its owner)" if own else "")
+    why = "" if cmd.reason == ASKED else f": {cmd.reason}"
+    return f"{verb} by {who}{why}"

@@ -1,10 +1,15 @@
 """A decision's scratch space in the scheduler: the unit of work's ``Changes`` with accessors
 for the aggregates the scheduler writes, ``ev.session.<id>``, ``ev.node.<id>`` and
 ``ev.quota.<id>``, each a working copy taken at its guard (``commands.unit_of_work``).
+
+Every unit that ends a session also gives back what its quota scopes hold for it
+(``QuotaReleased``, ``QuotaSessionDequeued``), stored in the same atomic write and ahead of
+the session's end: no reader ever sees a session ended while its quota is still held.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TypeVar
 
@@ -13,6 +18,7 @@ from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.session.aggregate import Session
 from commands.unit_of_work import Changes
+from events.envelope import Cause
 from events.writes import MAX_BATCH_MESSAGES, AggregateRef, Committed, Write
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind, quota_id_for
@@ -79,6 +85,57 @@ class Workspace(Changes):
     def sessions(self) -> list[Session]:
         """The sessions this decision has changed (or may change)."""
         return [a for a in self.copies.values() if isinstance(a, Session)]
+
+    def joint(self, parts: Iterable[tuple[Cause, Aggregate]]) -> int:
+        parts = list(parts)
+        return super().joint([*self._releases(parts), *parts])
+
+    def joint_runs(self, parts: list[tuple[Cause, Aggregate]]) -> None:
+        """Many decisions' parts (a pass's kernel facts), stored as few joint units as fit a
+        batch, each with its releases: a run's ended sessions give back their quota in one
+        event per scope. An aggregate in two runs is stored whole with the first (its events
+        are collected at once), which changes no decision."""
+        run: list[tuple[Cause, Aggregate]] = []
+        size, scopes = 0, set[str]()
+        for cause, aggregate in parts:
+            held: set[str] = set()
+            if isinstance(aggregate, Session) and aggregate.status.is_terminal:
+                held = self._state.holdings.get(aggregate.id, set())
+            weight = len(aggregate.pending_events) + len(held - scopes)
+            if run and size + weight > self.max_events:
+                self.joint(run)
+                run, size, scopes = [], 0, set()
+                weight = len(aggregate.pending_events) + len(held)
+            run.append((cause, aggregate))
+            size += weight
+            scopes |= held
+        if run:
+            self.joint(run)
+
+    def _releases(self, parts: list[tuple[Cause, Aggregate]]) -> list[tuple[Cause, Quota]]:
+        """The quota scopes still holding a session these parts end, each giving back all of
+        them in one event, caused as the first session's end: the end and the release are
+        one decision (units are never split between batches)."""
+        reasons: dict[str, dict[str, str]] = {}
+        causes: dict[str, tuple[Cause, datetime]] = {}
+        for cause, aggregate in parts:
+            if not isinstance(aggregate, Session) or not aggregate.status.is_terminal:
+                continue
+            ended = aggregate.history[-1]
+            for quota_id in sorted(self._state.holdings.get(aggregate.id, ())):
+                reasons.setdefault(quota_id, {})[aggregate.id] = f"session {ended.status.value}"
+                causes.setdefault(quota_id, (cause, ended.at))
+        released: list[tuple[Cause, Quota]] = []
+        for quota_id, held in sorted(reasons.items()):
+            known = self._state.quotas.get(quota_id)
+            if known is None or self._state.is_broken(known.ref):
+                continue  # a pass releases it later (the session stays releasable)
+            cause, at = causes[quota_id]
+            quota = self.quota(known.scope, known.scope_id, at)
+            quota.release(held, at)
+            quota.dequeue(held, at)
+            released.append((cause, quota))
+        return released
 
     def add(self, aggregate: A) -> A:
         """A new aggregate: its first write is create-once (expected sequence 0)."""

@@ -228,4 +228,8 @@ def test_quota_and_usage(page: Page, stack: Jetyard, researcher: Researcher) -> 
     for scope in ("keypair", "user", "project", "domain"):
         expect(page.locator(f"#quota tr[data-scope={scope}]")).to_be_visible()
     expect(page.locator("#usage-table, #usage-empty, #usage-missing")).to_be_visible()
+    # Held and the limit are said apart (and what waits, when something does).
+    cpu = page.locator("#quota tr[data-scope=keypair] [data-slot=cpu] .held")
+    expect(cpu).to_contain_text(" held")
+    expect(cpu).to_contain_text(" · limit ")
     shot(page, "quota")

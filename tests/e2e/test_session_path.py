@@ -106,15 +106,13 @@ def test_a_batch_command_ends_with_its_exit_code_and_output(jetyard_docker: Jety
     assert "to-stdout" in logs and "to-stderr" in logs
 
 
-def test_a_request_larger_than_any_node_stays_pending_with_a_reason(
+def test_a_request_larger_than_any_node_is_refused_naming_the_largest(
     jetyard_docker: Jetyard,
 ) -> None:
     created = create(jetyard_docker, cpu="1", memory="10000g")
-    session_id = created["data"]["createSession"]["sessionId"]
-    time.sleep(1.0)
-    session = jetyard_docker.gql(SESSION, id=session_id)["data"]["session"]
-    assert session["status"] == "PENDING"
-    assert "memory" in session["statusReason"]
+    (error,) = created["errors"]
+    assert error["extensions"]["code"] == "too-large"
+    assert "of memory even when idle (largest: " in error["message"]
 
 
 def test_bad_input_is_a_clear_error_and_appends_nothing(jetyard_docker: Jetyard) -> None:

@@ -110,6 +110,9 @@ async def test_an_idle_session_ends_with_the_idle_reason_and_a_printing_one_is_s
         ending = [r for s, r in await reasons(store, idle) if s is SessionStatus.TERMINATING]
         assert len(ending) == 1 and ending[0].startswith(IDLE), ending
         assert f"keypair {owner.access_key}'s policy idle timeout" in ending[0]
+        # Its end keeps the idle timeout as its final reason, not the stopped kernel's exit.
+        final = await session_in(store, idle, SessionStatus.TERMINATED)
+        assert final.reason == ending[0], final.history
         # The busy one was started at about the same time: past its timeout by now, running.
         assert (await session(store, busy)).status is SessionStatus.RUNNING
 

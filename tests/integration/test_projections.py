@@ -76,7 +76,7 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
         assert done is not None
         row = done.record
         assert (row.status, row.status_reason, row.exit_code) == (
-            SessionStatus.TERMINATED, "kernel exited", 3,
+            SessionStatus.TERMINATED, "user asked", 3,  # asked to end: the cause stays
         )  # fmt: skip
         assert (row.name, row.project, row.owner_id) == ("s0", "p1", "alice")
         owner = cluster.owner
@@ -91,7 +91,7 @@ async def test_views_follow_the_log_and_redelivery_changes_nothing(
             (SessionStatus.SCHEDULED, "placed"),
             (SessionStatus.RUNNING, "kernel started"),
             (SessionStatus.TERMINATING, "user asked"),
-            (SessionStatus.TERMINATED, "kernel exited"),
+            (SessionStatus.TERMINATED, "user asked"),
         ]
         assert [h.seq for h in done.history] == sorted(h.seq for h in done.history)
         cancelled = await queries.get_session(engine, made["cancelled"].id)
@@ -161,7 +161,7 @@ async def test_a_restart_applies_only_what_came_after_the_stored_position(
         assert applied == len(cluster.seqs)  # every new event once, nothing older again
         running = await queries.get_session(engine, made["running"].id)
         assert running is not None and running.record.status is SessionStatus.TERMINATED
-        assert running.history[-1].reason == "kernel exited"
+        assert running.history[-1].reason == "user asked"
         assert await queries.get_session(engine, later.id) is not None
         n1 = next(n for n in await queries.list_nodes(engine) if n.id == made["n1"].id)
         assert (n1.used, n1.allocations) == (ResourceSlots(), 0)

@@ -205,7 +205,7 @@ async def test_a_session_that_fits_nowhere_waits_with_a_reason_until_a_node_can_
 
     expected = (
         "no node in group default has 64 GiB of memory even when idle "
-        f"(largest: 16 GiB on {small.hostname})"
+        f"(largest: 16 GiB on {small.hostname}); it waits for a larger node to join the group"
     )
     assert await eventually(reason) == expected
     assert (await load(store, Session, session_id)).aggregate.status is SessionStatus.PENDING  # type: ignore[union-attr]
@@ -239,7 +239,7 @@ async def test_terminating_a_waiting_session_cancels_it_and_unknown_ones_are_not
     outcome = await commands.execute(terminate(session_id), timeout=5)
     assert outcome is not None and outcome.accepted, outcome
     cancelled = await session_in(store, session_id, SessionStatus.CANCELLED)
-    assert cancelled.reason == "user request"
+    assert cancelled.reason == "cancelled by service tests"
 
     again = await commands.execute(terminate(session_id), timeout=5)
     assert again is not None and again.accepted and again.event_seqs == ()

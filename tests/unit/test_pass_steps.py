@@ -255,11 +255,17 @@ async def test_a_kernel_s_end_is_stored_before_the_queue_is_placed() -> None:
     await world.decide(store=watched)
 
     names = [[e.name for w in commit for e in w.events] for commit in watched.handed]
-    # The end first, alone (a long queue's placement never delays it)...
-    assert sorted(names[0]) == ["ResourcesReleased", "SessionTerminated"]
+    # The end first, alone (a long queue's placement never delays it), with its quota given
+    # back on every scope ahead of it in the same commit...
+    assert set(names[0]) == {"QuotaReleased", "ResourcesReleased", "SessionTerminated"}
+    assert names[0].count("QuotaReleased") == 4  # keypair, user, project, domain
+    assert names[0].index("SessionTerminated") > max(
+        i for i, name in enumerate(names[0]) if name == "QuotaReleased"
+    )
     # ...then the placement, which sees the GPU given back.
     placed = [name for commit in names[1:] for name in commit]
-    assert {"QuotaReleased", "ResourcesAllocated", "SessionScheduled"} <= set(placed)
+    assert {"ResourcesAllocated", "SessionScheduled"} <= set(placed)
+    assert "QuotaReleased" not in placed
     assert [sid for sid, _ in world.stored(SessionScheduled)][-1] == second
     assert (await world.ledger(node_id)).allocations.keys() == {
         world.state.sessions[second].session.main_kernel

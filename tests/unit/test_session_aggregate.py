@@ -31,7 +31,7 @@ from events.domain.session import (
 )
 from schemas.ids import kernel_id_for
 from schemas.resources import ResourceSlots
-from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.session import KernelSpec, SessionResult, SessionSpec, SessionStatus
 from tests.unit.scenario import CAUSE, T0, at, given, then
 
 S = SessionStatus
@@ -133,7 +133,11 @@ def test_an_exited_kernel_ends_the_session_with_its_exit_code(status: SessionSta
 
     session.kernel_exited(KID, 3, "exited", NOW)
 
-    assert then(session) == [SessionTerminated(reason="exited", exit_code=3)]
+    # A session asked to end keeps why as its final reason; by itself, the kernel's says.
+    asked = status is S.TERMINATING
+    reason = session_in(status).reason if asked else "exited"
+    assert then(session) == [SessionTerminated(reason=reason, exit_code=3, asked=asked)]
+    assert session.result is SessionResult.FAILURE  # what a dependent asks: it did not exit 0
     assert session.status is S.TERMINATED
     assert session.exit_code == 3
 
@@ -266,7 +270,8 @@ def test_the_status_history_keeps_each_status_with_its_reason_and_time() -> None
         StatusChange(status=S.SCHEDULED, reason="placed", at=at(9)),
         StatusChange(status=S.RUNNING, reason="kernel started", at=at(12)),
         StatusChange(status=S.TERMINATING, reason="user request", at=at(20)),
-        StatusChange(status=S.TERMINATED, reason="exited", at=at(21)),
+        # The end keeps its cause; the kernel's exit (0) is the exit code.
+        StatusChange(status=S.TERMINATED, reason="user request", at=at(21)),
     ]
     assert (session.created_on, session.modified_on) == (at(0), at(21))
 

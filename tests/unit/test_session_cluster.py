@@ -210,10 +210,11 @@ def test_a_terminated_cluster_ends_once_every_kernel_is_gone() -> None:
         "SessionKernelExited",
         "SessionTerminated",
     ]
+    # Asked to end: the request stays its final reason, the main kernel's exit its code.
     assert (session.status, session.exit_code, session.reason) == (
         S.TERMINATED,
         137,
-        "main1: killed",
+        "user request",
     )
 
 
@@ -333,10 +334,11 @@ def test_a_single_kernel_session_writes_no_kernel_events() -> None:
     assert then(session) == [
         SessionStarted(reason="kernel started"),
         SessionTerminating(reason="timed out after 5s"),
-        SessionTerminated(reason="kernel exited with code 137", exit_code=137),
+        # The timeout stays the end's reason (the kernel's exit is its code).
+        SessionTerminated(reason="timed out after 5s", exit_code=137, asked=True),
     ]
     assert session.kernel(kid) == KernelState(
-        status=K.TERMINATED, exit_code=137, reason="kernel exited with code 137"
+        status=K.TERMINATED, exit_code=137, reason="timed out after 5s"
     )
     assert session.kernels_to_stop() == ()
     assert session.result is SessionResult.FAILURE
@@ -354,7 +356,5 @@ def test_a_single_kernel_stopped_before_it_started_ends_the_session_without_a_re
 
     session.kernel_stopped(kid, "stopped before it started (stop requested)", NOW)
 
-    assert then(session) == [
-        SessionTerminated(reason="stopped before it started (stop requested)", exit_code=None)
-    ]
+    assert then(session) == [SessionTerminated(reason="user request", exit_code=None, asked=True)]
     assert session.result is None

@@ -78,7 +78,7 @@ async def test_a_create_for_an_image_no_agent_has_is_refused() -> None:
     assert world.stored(SessionRequested) == []
 
 
-async def test_terminating_a_waiting_session_cancels_it_and_the_pass_frees_its_place() -> None:
+async def test_terminating_a_waiting_session_cancels_it_and_frees_its_place_at_once() -> None:
     world = World()
     owner = await world.tenancy()
     await world.register("gpu-1", slots(cpu=8, mem=32, gpu=0))
@@ -88,7 +88,8 @@ async def test_terminating_a_waiting_session_cancels_it_and_the_pass_frees_its_p
     decision = await world.terminate(session_id)
 
     assert isinstance(decision, Accepted)
-    assert world.names(after=mark) == ["SessionCancelled"]
+    # Its queue place is given back in the same commit, ahead of the cancel.
+    assert world.names(after=mark) == ["QuotaSessionDequeued", "SessionCancelled"]
     assert world.state.sessions[session_id].session.status is SessionStatus.CANCELLED
     await world.decide()
     ((queue, dequeued),) = world.stored(QuotaSessionDequeued, after=mark)
@@ -111,7 +112,7 @@ async def test_terminating_a_running_session_asks_its_node_to_stop_the_kernel() 
     assert isinstance(decision, Accepted)
     assert world.store.commits == commits + 1  # session and ledger in one group commit
     ((_, terminating),) = world.stored(SessionTerminating, after=mark)
-    assert terminating.reason == "user request"
+    assert terminating.reason == "terminated by service tests-admin"
     kernel = world.state.sessions[session_id].session.main_kernel
     ((ledger, stop),) = world.stored(KernelStopRequested, after=mark)
     assert (ledger, stop.kernel_id) == (node_id, kernel)
@@ -120,6 +121,7 @@ async def test_terminating_a_running_session_asks_its_node_to_stop_the_kernel() 
     await world.decide()
     ((_, terminated),) = world.stored(SessionTerminated, after=mark)
     assert terminated.exit_code == 137
+    assert terminated.reason == "terminated by service tests-admin"  # not the kernel's exit
     assert [n for n, _ in world.stored(ResourcesReleased, after=mark)] == [node_id]
 
 

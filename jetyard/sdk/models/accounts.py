@@ -106,8 +106,14 @@ class ResourcePolicyInfo(Model):
 
 
 class QuotaSlot(Model):
+    """One resource of a quota: three numbers never mixed (``held`` by placed sessions,
+    ``waiting`` for sessions not placed yet, the ``limit``), and ``used``, what admission counts
+    against the limit."""
+
     slot: str
     used: str
+    held: str
+    waiting: str
     limit: str
 
 
@@ -120,6 +126,10 @@ class Quota(Model):
     max_sessions: int | None = None
     pending: int
     max_pending: int | None = None
+    holding: int
+    """Sessions placed on nodes (what ``held`` counts)."""
+    waiting: int
+    """Sessions not placed yet, admitted or queued (what ``waiting`` counts)."""
 
 
 class Node(Model):

@@ -8,9 +8,12 @@ Everything another tenant owns answers as if it did not exist: null or left out.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import nats.errors
+import nats.js.errors
 import strawberry
 from graphql import GraphQLError
 from strawberry.types import Info
@@ -45,6 +48,10 @@ from services.gateway.core.visibility import (
     sees_user,
 )
 
+log = logging.getLogger(__name__)
+QUOTA_SYNC_S = 2.0
+"""How long ``myQuota`` waits for the quota fold to reach the log's end before it answers."""
+
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 T = TypeVar("T")
@@ -66,14 +73,19 @@ def page(items: list[T], first: int, offset: int, *, key: Callable[[T], Any]) ->
 def quota_of(ctx: Context, kind: ScopeKind, scope_id: str) -> Quota:
     directory = ctx.directory
     limits, unspecified = directory.scope_limits(kind, scope_id)
-    used, sessions, pending = ctx.services.quotas.use(kind, scope_id)
+    quotas = ctx.services.quotas
+    used, sessions, pending = quotas.use(kind, scope_id)
+    holding, waiting = quotas.counts(kind, scope_id)
+    held, asked = quotas.held(kind, scope_id), quotas.waiting(kind, scope_id)
     # Session counts are bounded by the keypair policy only.
     policy = directory.keypair_limits(scope_id) if kind is ScopeKind.KEYPAIR else None
     return Quota(
         scope=kind.value,
         scope_id=strawberry.ID(scope_id),
         name=directory.scope_name(kind, scope_id),
-        slots=quota_slots(limits, unspecified, used),
+        slots=quota_slots(limits, unspecified, used, held, asked),
+        holding=holding,
+        waiting=waiting,
         sessions=sessions,
         max_sessions=policy.max_concurrent_sessions if policy is not None else None,
         pending=pending,
@@ -230,7 +242,14 @@ class AdminQuery:
             return None
         return quota_of(ctx, kind, str(id))
 
-    @strawberry.field(description="The caller's keypair, user, project and domain quotas.")
-    def my_quota(self, info: Info[Context, Any]) -> list[Quota]:
+    @strawberry.field(
+        description="The caller's keypair, user, project and domain quotas, as of the log's end "
+        "when asked (a session seen ended is seen given back)."
+    )
+    async def my_quota(self, info: Info[Context, Any]) -> list[Quota]:
         me, ctx = who(info), ctx_of(info)
+        try:
+            await ctx.services.quotas.sync(QUOTA_SYNC_S)
+        except (TimeoutError, nats.errors.Error, nats.js.errors.Error) as exc:
+            log.info("myQuota answered without waiting for the log's end: %r", exc)
         return [quota_of(ctx, kind, scope_id) for kind, scope_id in own_scopes(me)]

@@ -197,7 +197,15 @@ class ImageServicePort:
 @strawberry.type
 class QuotaSlot:
     slot: str = strawberry.field(description="cpu (cores) | memory (bytes) | gpu (devices)")
-    used: str
+    used: str = strawberry.field(
+        description="reserved by admission (what the limit counts): held, plus what admitted "
+        "sessions not placed yet ask for"
+    )
+    held: str = strawberry.field(description="held by the scope's sessions placed on nodes")
+    waiting: str = strawberry.field(
+        description="asked for by the scope's sessions not placed yet (admitted or queued); "
+        "never counted as held"
+    )
     limit: str = strawberry.field(description='a decimal string, or "unlimited"')
 
 
@@ -211,19 +219,29 @@ class Quota:
     max_sessions: int | None = strawberry.field(description="null: no limit")
     pending: int = strawberry.field(description="sessions waiting for admission")
     max_pending: int | None = strawberry.field(description="null: no limit")
+    holding: int = strawberry.field(description="sessions placed on nodes (what held counts)")
+    waiting: int = strawberry.field(
+        description="sessions not placed yet, admitted or queued (what waiting counts)"
+    )
 
 
 def quota_slots(
-    limits: SlotLimits, unspecified: DefaultForUnspecified, used: ResourceSlots
+    limits: SlotLimits,
+    unspecified: DefaultForUnspecified,
+    used: ResourceSlots,
+    held: ResourceSlots,
+    waiting: ResourceSlots,
 ) -> list[QuotaSlot]:
     found = []
     for slot in SLOT_NAMES:
         limit = limits.limit(slot, unspecified)
-        show = _SHOW[slot]
+        show, field = _SHOW[slot], _FIELD[slot]
         found.append(
             QuotaSlot(
                 slot=slot,
-                used=show(getattr(used, _FIELD[slot])),
+                used=show(getattr(used, field)),
+                held=show(getattr(held, field)),
+                waiting=show(getattr(waiting, field)),
                 limit=UNLIMITED if limit is None else show(limit),
             )
         )

@@ -2,8 +2,13 @@
 directory (``ev.domain.*``, ``ev.project.*``, ``ev.user.*``, ``ev.keypair.*``,
 ``ev.resource_policy.*``, ``ev.resource_group.*``, ``ev.image.*``), for authentication and
 authorisation; and what each quota scope holds now (``ev.quota.>``: reservations and queued
-sessions per scope, keyed by session id), for the quota queries. Reads only; the tenancy
-service is the writer.
+sessions per scope, keyed by session id; ``ev.session.>``: which of them are placed), for the
+quota queries. Reads only; the tenancy service and the scheduler are the writers.
+
+Three numbers per scope, never mixed: *held* (reserved by sessions placed on a node: what
+they hold now), *waiting* (asked for by sessions not placed yet, admitted or queued: what
+they would hold), and the scope's *limit* (the directory's). Admission's own count, the
+reserved total, is held plus the admitted part of waiting.
 """
 
 from __future__ import annotations
@@ -18,6 +23,13 @@ from events.domain.quota import (
     QuotaReserved,
     QuotaSessionDequeued,
     QuotaSessionQueued,
+)
+from events.domain.session import (
+    SessionCancelled,
+    SessionFailed,
+    SessionRequeued,
+    SessionScheduled,
+    SessionTerminated,
 )
 from events.envelope import StoredEvent
 from events.fold import Fold, FoldedState
@@ -62,6 +74,14 @@ class DirectoryFeed:
         await self.fold.close()
 
 
+PLACED = SessionScheduled.event_name
+UNPLACED = frozenset(
+    e.event_name for e in (SessionRequeued, SessionTerminated, SessionCancelled, SessionFailed)
+)
+"""Session events (by name, never decoded) that end its placement: requeued after a node
+loss, or ended (its reservations are released in the same commit)."""
+
+
 class QuotaHoldings(FoldedState):
     def __init__(self) -> None:
         super().__init__()
@@ -69,9 +89,18 @@ class QuotaHoldings(FoldedState):
         """Quota id -> session id -> the slots reserved for it on that scope."""
         self.queued: dict[str, dict[str, ResourceSlots]] = {}
         """Quota id -> session id -> the slots of a session waiting for admission."""
+        self.placed: set[str] = set()
+        """Sessions placed on nodes and not ended (or requeued): their reservations are held;
+        the others' are waiting."""
 
     def evolve(self, event: StoredEvent) -> None:
         envelope = event.envelope
+        if envelope.aggregate_type is AggregateType.SESSION:
+            if envelope.name == PLACED:
+                self.placed.add(envelope.aggregate_id)
+            elif envelope.name in UNPLACED:
+                self.placed.discard(envelope.aggregate_id)
+            return
         if envelope.aggregate_type is not AggregateType.QUOTA:
             return
         try:
@@ -105,6 +134,18 @@ class QuotaHoldings(FoldedState):
     def queued_slots(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
         return sum(self.queued.get(quota_id_for(kind, scope_id), {}).values(), ZERO)
 
+    def held(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int]:
+        reserved = self.reserved.get(quota_id_for(kind, scope_id), {})
+        mine = [slots for sid, slots in reserved.items() if sid in self.placed]
+        return sum(mine, ZERO), len(mine)
+
+    def waiting(self, kind: ScopeKind, scope_id: str) -> tuple[ResourceSlots, int]:
+        quota = quota_id_for(kind, scope_id)
+        reserved = self.reserved.get(quota, {})
+        admitted = [slots for sid, slots in reserved.items() if sid not in self.placed]
+        queued = list(self.queued.get(quota, {}).values())
+        return sum([*admitted, *queued], ZERO), len(admitted) + len(queued)
+
 
 class QuotaUse:
     """The holdings, kept current by a ``Follower`` of the log (which logs a failed read and
@@ -119,7 +160,10 @@ class QuotaUse:
     ) -> None:
         self.state = QuotaHoldings()
         self.fold = Fold(
-            bus, self.state, subjects=[events_of(AggregateType.QUOTA)], consumer="gateway-quotas"
+            bus,
+            self.state,
+            subjects=[events_of(AggregateType.QUOTA), events_of(AggregateType.SESSION)],
+            consumer="gateway-quotas",
         )
         self._poll_timeout_s = poll_timeout_s
         self._follower = Follower(
@@ -146,3 +190,16 @@ class QuotaUse:
     def queued_slots(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
         """The slots of the sessions queued on one scope (what max pending slots bounds)."""
         return self.state.queued_slots(kind, scope_id)
+
+    def held(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
+        """What the scope's sessions placed on nodes hold now."""
+        return self.state.held(kind, scope_id)[0]
+
+    def waiting(self, kind: ScopeKind, scope_id: str) -> ResourceSlots:
+        """What the scope's sessions not placed yet ask for (admitted, or queued for
+        admission): never counted as held, however long they wait."""
+        return self.state.waiting(kind, scope_id)[0]
+
+    def counts(self, kind: ScopeKind, scope_id: str) -> tuple[int, int]:
+        """(sessions holding, sessions waiting) on one scope."""
+        return self.state.held(kind, scope_id)[1], self.state.waiting(kind, scope_id)[1]

@@ -1,6 +1,8 @@
 """The GraphQL session mutations: create a session and terminate one. Each authorises its
 caller, sends its command, waits a bounded time for the outcome and for the views to hold it.
-Writes ``cmd.session.*``; reads ``out.<command id>`` and the sessions view."""
+A create that no node of its group could ever hold is refused here (``fit``, code
+``too-large``), naming the largest node. Writes ``cmd.session.*``; reads ``out.<command id>``,
+the sessions view and the nodes view."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from services.gateway.core.inputs import InputError
 from services.gateway.core.outcomes import command_answer, read_your_writes
 from services.gateway.core.session_owners import owner_of, visible_session
 from services.gateway.core.types import CommandOutcome
+from services.gateway.sessions.fit import refusal
 from services.gateway.sessions.inputs import create_session_command
 
 
@@ -140,6 +143,11 @@ class SessionMutation:
             )
         except InputError as exc:
             raise GraphQLError(str(exc), extensions={"code": "invalid"}) from exc
+        spec = command.spec
+        policy = ctx.directory.group_scheduling(spec.resource_group)
+        too_large = refusal(spec, await ctx.views.nodes(), policy)
+        if too_large is not None:
+            raise GraphQLError(too_large, extensions={"code": "too-large"})
         for dependency in command.spec.depends_on:
             # Only sessions the caller may read: another tenant's looks like none.
             if await visible_session(info, dependency) is None:

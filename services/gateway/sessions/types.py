@@ -127,8 +127,10 @@ class Session:
         description="the main kernel's exit code once TERMINATED; null if it never ran"
     )
     result: str | None = strawberry.field(
-        description="success (exit code 0) | failure (another exit code, or ERROR); "
-        "null before the end, when cancelled, or with no exit code"
+        description="success (exit code 0) | failure (another exit code, or ERROR) | "
+        "terminated (its end was asked for: terminateSession, an idle or lifetime limit, a "
+        "timeout, preemption, a drain; exitCode is then the stop's, statusReason the cause); "
+        "null before the end, when cancelled, or when it ended by itself with no exit code"
     )
     depends_on: list[str] = strawberry.field(
         description="sessions that must end TERMINATED with exit code 0 before this one starts"

@@ -1,7 +1,8 @@
 """Admission step of a decision pass; writes ``ev.session.<id>`` and ``ev.quota.<id>``.
 
-Cancel what a deactivated keypair left waiting, release what ended, then reserve every scope
-of each session that fits, in the domains this replica admits for. The rule itself is pure
+Cancel what a deactivated keypair left waiting, release what ended and was not released with
+its end (``Workspace`` releases in the unit that ends a session), then reserve every scope of
+each session that fits, in the domains this replica admits for. The rule itself is pure
 (``rules.admission``); this step turns its decisions into working-copy changes: one
 reservation (or release) event per scope per pass, naming every session it concerns, not one
 per session and scope.
@@ -18,7 +19,6 @@ from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
 from commands.aggregate import Aggregate
-from commands.quota import Quota
 from events.envelope import Cause
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
@@ -187,12 +187,11 @@ def _reserve(
 def _end(
     state: SchedulerState, space: Workspace, session_id: str, reason: str, now: datetime
 ) -> None:
-    """Cancel a waiting session and give back what it holds, in one decision."""
+    """Cancel a waiting session; the workspace gives back what it holds in the same unit."""
     session = space.session(session_id)
     assert session is not None
     session.terminate(reason, now)
-    quotas = _give_back(state, space, {session_id: _ended_reason(space, session_id)}, now)
-    space.unit(cause_of(state.sessions[session_id]), session, *quotas)
+    space.unit(cause_of(state.sessions[session_id]), session)
 
 
 end_waiting = _end
@@ -202,40 +201,25 @@ end_waiting = _end
 def _release(
     state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
 ) -> None:
-    """Every scope holding ended sessions gives them back, in one event per scope. Each scope
-    is a unit of its own: releasing is idempotent, so a scope left out by a failed batch is
-    released by the next pass (the session stays releasable until every scope let it go)."""
+    """Sessions ended without their release in the same unit (in a log written by an older
+    version, which released in a later pass, or while a scope was quarantined): every scope
+    still holding them gives them back, one event per scope. Releasing is idempotent, so a
+    scope left out is released by the next pass (the session stays releasable until every
+    scope let it go)."""
     reasons = {sid: _ended_reason(space, sid) for sid in session_ids}
     by_quota: dict[str, dict[str, str]] = {}
     for session_id, reason in reasons.items():
         for quota_id in state.holdings.get(session_id, ()):
             by_quota.setdefault(quota_id, {})[session_id] = reason
     for quota_id in sorted(by_quota):
-        held = by_quota[quota_id]
-        for quota in _give_back(state, space, held, now, only=quota_id):
-            space.unit(cause_of(state.sessions[next(iter(held))]), quota)
-
-
-def _give_back(
-    state: SchedulerState,
-    space: Workspace,
-    reasons: dict[str, str],
-    now: datetime,
-    only: str | None = None,
-) -> list[Quota]:
-    """The scopes holding these sessions (or just ``only``), with their reservations released
-    and queue places given back (already done ones change nothing)."""
-    quota_ids = {only} if only else {q for s in reasons for q in state.holdings.get(s, ())}
-    quotas = []
-    for quota_id in sorted(quota_ids):
         known = state.quotas.get(quota_id)
         if known is None:
             continue
+        held = by_quota[quota_id]
         quota = space.quota(known.scope, known.scope_id, now)
-        quota.release(reasons, now)
-        quota.dequeue(reasons, now)
-        quotas.append(quota)
-    return quotas
+        quota.release(held, now)
+        quota.dequeue(held, now)
+        space.unit(cause_of(state.sessions[next(iter(held))]), quota)
 
 
 def _ended_reason(space: Workspace, session_id: str) -> str:

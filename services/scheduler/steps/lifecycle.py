@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from commands.aggregate import Aggregate
 from commands.errors import DomainError
 from commands.node.aggregate import Node
 from commands.session.aggregate import Session
@@ -33,9 +34,12 @@ from services.scheduler.workspace import Workspace
 log = logging.getLogger(__name__)
 
 
-def apply_fact(state: SchedulerState, fact: Fact, space: Workspace, now: datetime) -> None:
+def apply_fact(
+    state: SchedulerState, fact: Fact, space: Workspace, now: datetime
+) -> list[tuple[Cause, Aggregate]]:
     """A kernel started, exited or failed: the session follows, and an ended kernel's slots go
-    back to its node. Late or repeated facts change nothing."""
+    back to its node. Late or repeated facts change nothing. Returns the decision's parts, for
+    the caller to store with the pass's other facts (``Workspace.joint_runs``)."""
     event, envelope = fact.event, fact.envelope
     tracked = state.sessions.get(event.session_id)
     session = space.session(event.session_id)
@@ -76,7 +80,7 @@ def apply_fact(state: SchedulerState, fact: Fact, space: Workspace, now: datetim
         tenant=tracked.tenant if tracked else envelope.tenant,
     )
     stops = stop_the_rest(session, space, now, skip=node) if session is not None else []
-    space.unit(cause, *[a for a in (session, node) if a is not None], *stops)
+    return [(cause, a) for a in (session, node, *stops) if a is not None]
 
 
 def stop_the_rest(

@@ -1,8 +1,8 @@
 """Node loss (writes ``ev.node.<id>``, ``ev.session.<id>``): a node whose agent's heartbeat is
 gone is declared lost, every kernel on it released, and every session with a kernel there
 ends TERMINATED with a ``node-lost`` reason and what was last known of its kernels (its other
-kernels, on other nodes, are asked to stop). What they held of quota is given back by
-admission in the same pass. A batch session that asked for it (``requeue_on_node_loss``) is
+kernels, on other nodes, are asked to stop). What they held of quota is given back in
+the same decision (``Workspace``). A batch session that asked for it (``requeue_on_node_loss``) is
 requeued instead: PENDING again with new kernels, its slots still reserved, its old kernels
 elsewhere asked to stop, placed by the next pass. A lost node takes
 no placement until its agent registers again (``steps.register`` records it recovered).

@@ -1,4 +1,5 @@
-// "My quota and usage": what each of the person's scopes may hold and holds now (myQuota),
+// "My quota and usage": what each of the person's scopes holds now, what its waiting sessions
+// ask for and what it may hold (myQuota: held, waiting and limit, three numbers never mixed),
 // the limits of their keypair's policy, and the usage table when the gateway has one.
 
 import { gqlPartial } from "../api.js";
@@ -9,7 +10,10 @@ import { definePage } from "../router.js";
 import { showUsage } from "../usage.js";
 
 const QUOTA = `query MyQuota {
-  myQuota { scope scopeId name sessions maxSessions pending maxPending slots { slot used limit } }
+  myQuota {
+    scope scopeId name sessions maxSessions pending maxPending holding waiting
+    slots { slot used held waiting limit }
+  }
   keypairs { accessKey policy isDefault active rateLimit }
   resourcePolicies {
     kind name
@@ -28,13 +32,15 @@ function amount(slot, value) {
   return slot === "memory" ? bytes(value) : value;
 }
 
+// The meter shows what is held against the limit; what waits is said apart, never added in.
 function meter(slot) {
   const limited = slot.limit !== "unlimited" && Number(slot.limit) > 0;
-  const share = limited ? Math.min(1, Number(slot.used) / Number(slot.limit)) : 0;
-  return h("div", { class: "meter-line" },
+  const share = limited ? Math.min(1, Number(slot.held) / Number(slot.limit)) : 0;
+  const waits = Number(slot.waiting) > 0 ? `, ${amount(slot.slot, slot.waiting)} waiting` : "";
+  return h("div", { class: "meter-line", dataset: { slot: slot.slot } },
     h("span", { class: "meter-label" }, slot.slot),
     limited ? h("meter", { min: 0, max: 1, value: share, high: 0.85, optimum: 0 }) : h("span", { class: "meter-none" }),
-    h("span", {}, `${amount(slot.slot, slot.used)} of ${amount(slot.slot, slot.limit)}`));
+    h("span", { class: "held" }, `${amount(slot.slot, slot.held)} held${waits} · limit ${amount(slot.slot, slot.limit)}`));
 }
 
 function policyCard(policy, keypair) {
@@ -70,11 +76,11 @@ definePage({
       errors.length > 0 && errorBox({ errors }, "Part of this page could not be read"),
       h("section", { class: "card" }, h("h2", {}, "What you may hold and hold now"),
         h("table", { class: "table", id: "quota" },
-          h("thead", {}, h("tr", {}, ["Scope", "Sessions", "Waiting", "Resources"].map((t) => h("th", {}, t)))),
+          h("thead", {}, h("tr", {}, ["Scope", "Sessions running", "Sessions waiting", "Resources held · waiting · limit"].map((t) => h("th", {}, t)))),
           h("tbody", {}, quotas.map((q) => h("tr", { dataset: { scope: q.scope } },
             h("td", {}, h("strong", {}, SCOPES[q.scope] ?? q.scope), q.name ? h("div", { class: "sub" }, q.name) : null),
-            h("td", {}, `${q.sessions} of ${limitText(q.maxSessions)}`),
-            h("td", {}, `${q.pending} of ${limitText(q.maxPending)}`),
+            h("td", {}, `${q.holding} (${q.sessions} admitted of ${limitText(q.maxSessions)})`),
+            h("td", {}, `${q.waiting} (${q.pending} for admission of ${limitText(q.maxPending)})`),
             h("td", { class: "meters" }, q.slots.map(meter))))))),
       h("div", { class: "columns" }, (data?.keypairs ?? []).map((keypair) => {
         const policy = policies.find((p) => p.kind === "keypair" && p.name === keypair.policy && p.keypair);

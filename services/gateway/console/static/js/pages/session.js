@@ -45,6 +45,7 @@ function details(session) {
 
 function resultOf(session) {
   if (session.result === "success") return "succeeded (exit 0)";
+  if (session.result === "terminated") return session.exitCode === null ? "terminated" : `terminated (the stop's exit ${session.exitCode})`;
   if (session.result === "failure") return session.exitCode === null ? "failed" : `failed (exit ${session.exitCode})`;
   return session.exitCode === null ? "did not run" : `exit ${session.exitCode}`;
 }

@@ -50,6 +50,7 @@ function statusCell(session) {
 
 function resultText(session) {
   if (session.result === "success") return "succeeded";
+  if (session.result === "terminated") return "terminated";
   if (session.result === "failure") return session.exitCode === null ? "failed" : `failed (exit ${session.exitCode})`;
   return session.exitCode === null || session.exitCode === undefined ? "" : `exit ${session.exitCode}`;
 }
