@@ -69,7 +69,11 @@ NOTHING = (SlotLimits(), DefaultForUnspecified.LIMITED)
 
 
 class NoKeypairError(DomainError):
-    """A session needs a keypair to be owned by, and the person has none in use."""
+    """A session needs a keypair to be owned by, and the person has none in use.
+    ``extensions`` is what the gateway answers (GraphQL takes an error's own extensions): a
+    refusal with its code and what to do, never an internal error."""
+
+    extensions = {"code": "no-keypair"}
 
 
 class Directory(FoldedState):
@@ -174,7 +178,9 @@ class Directory(FoldedState):
         """Whose a new session is: every scope its slots are reserved on."""
         if principal.access_key is None:
             raise NoKeypairError(
-                f"user {principal.user_id[:8]} has no active keypair: create one first"
+                f"user {principal.user_id[:8]} has no active keypair to own sessions: an "
+                f"admin of domain {principal.domain} issues one (`jetyard admin keypair "
+                "create EMAIL`, or Issue keypair on the console's People page)"
             )
         return SessionOwner(
             access_key=principal.access_key,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from commands.admin.fields import Name, Reason
 from commands.messages import Command
@@ -20,9 +20,21 @@ U, K = AggregateType.USER, AggregateType.KEYPAIR
 # ---- users --------------------------------------------------------------------------------
 
 
+class FirstKeypair(BaseModel):
+    """The keypair a new user is given with their account (its secret stored by the gateway
+    first, as for ``CreateKeypair``): a person can own sessions from their first login."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    access_key: Token
+    secret_key_id: Annotated[str, Field(min_length=1, max_length=256)]
+    policy: Name = "default"
+
+
 class CreateUser(Command):
     """The user's id is ``user_id_for(email_digest)``: a second user with the same email is
-    refused by the create-once guard."""
+    refused by the create-once guard. With ``keypair``, the user and their default keypair
+    are written in one decision (nothing half-created)."""
 
     aggregate_type, verb = U, "create"
     domain: Name
@@ -31,6 +43,7 @@ class CreateUser(Command):
     email_sealed: Annotated[str, Field(min_length=1, max_length=4096)]
     policy: Name = "default"
     projects: tuple[Token, ...] = ()
+    keypair: FirstKeypair | None = None
 
 
 class ModifyUser(Command):

@@ -1,9 +1,9 @@
 """The ``jetyard`` command line: the parser of every command group and ``main``, which hands
 each command to its group. For users, through the SDK: ``login``/``logout`` (``login``),
-``run``, ``ps``, ``logs``, ``rm``, ``apps`` (``sessions``), ``shell``, ``vfolder``
-(``folders``), ``completion``. For operators, on NATS: stream set-up, audit replay (``log``),
-the views' rebuild, the quarantine, the AsyncAPI document (``operator``), and the runtime:
-``up`` and ``serve`` (``up``)."""
+``run``, ``ps``, ``logs``, ``rm``, ``images``, ``apps`` (``sessions``), ``shell``, ``vfolder``
+(``folders``), ``completion``; for admins, ``admin`` (people, keypairs). For operators, on
+NATS: stream set-up, audit replay (``log``), the views' rebuild, the quarantine, the AsyncAPI
+document (``operator``), and the runtime: ``up`` and ``serve`` (``up``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 import argcomplete
 
 from events.bus import ServerUnsuitableError
-from jetyard.cli import completion, folders, login, operator, sessions, shell, up
+from jetyard.cli import admin, completion, folders, login, operator, sessions, shell, up
 from jetyard.cli.sessions_args import split_command
 from jetyard.runtime.data_dir import DataDirBusyError
 from jetyard.stacks import NoStackError
@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     shell.add_parser(sub)
     completion.add_parser(sub)
     operator.add_nats_parser(sub)
+    admin.add_parser(sub)
     return root
 
 
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             return folders.run(args)
         if args.command == "shell":
             return shell.run(args)
+        if args.command == "admin":
+            return admin.run(args)
         return operator.run(args)
     except BrokenPipeError:  # `jetyard log | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -2,12 +2,21 @@
 ``AsyncClient.usage``: the gateway's tenancy queries and mutations (domains, projects, users,
 keypairs, resource policies, nodes) as typed calls, and the ``usage`` report. Arguments are
 snake_case (nested mappings too) and written as GraphQL literals; left out (None), they take
-the gateway's defaults. A REJECTED outcome is a ``JetyardError`` with its message."""
+the gateway's defaults. A REJECTED outcome is a ``JetyardError`` with its message.
+
+A roster (``read_roster``) is the people to bring in at once, read from CSV with the columns
+``email,name,project,role`` (``name`` and ``role`` optional, in any order, a header line
+first); every mistake names its line, and ``add_users`` sends nothing while one remains."""
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import csv
+import io
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -29,6 +38,36 @@ from jetyard.sdk.wire import Caller, Model, arguments, camel_name, selection
 
 M = TypeVar("M", bound=Model)
 PAGE = 100
+PASSWORD_BYTES = 12
+
+
+def new_password() -> str:
+    """A password to hand to a new person (16 URL-safe characters)."""
+    return secrets.token_urlsafe(PASSWORD_BYTES)
+
+
+@dataclass(frozen=True)
+class NewUser:
+    """A person just added; ``password`` is shown here once and kept nowhere else."""
+
+    email: str
+    user_id: str
+    password: str
+    projects: tuple[str, ...]
+    role: str
+    domain: str
+
+
+class PartlyAddedError(JetyardError):
+    """A roster stopped at ``row``: those in ``added`` were created, nobody after them."""
+
+    def __init__(self, added: builtins.list[NewUser], row: Newcomer, message: str) -> None:
+        made = ", ".join(u.email for u in added) or "nobody"
+        super().__init__(
+            f"line {row.line} ({row.email}) was refused: {message}; created before it: {made}"
+        )
+        self.added = added
+        self.row = row
 
 
 def camel(value: Any) -> Any:
@@ -38,6 +77,75 @@ def camel(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [camel(v) for v in value]
     return value
+
+
+# ---- rosters: a class at the start of a term, from CSV (pure) ---------------------------
+
+COLUMNS = ("email", "name", "project", "role")
+REQUIRED = ("email", "project")
+ROLES = ("user", "admin", "monitor", "superadmin")
+_ROSTER_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(?:\.[^@\s.]+)+$")
+
+
+class RosterError(JetyardError):
+    """A roster that cannot be read whole; ``line`` is the file's line (1: the header)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}", code="invalid")
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Newcomer:
+    line: int
+    email: str
+    project: str
+    role: str = "user"
+    name: str = ""
+
+
+def read_roster(text: str) -> list[Newcomer]:
+    """The rows of a roster; a ``RosterError`` for the first line that is wrong."""
+    reader = csv.reader(io.StringIO(text.lstrip("\ufeff")))
+    header = [column.strip().lower() for column in next(reader, [])]
+    if not header or header == [""]:
+        raise RosterError(1, f"the file is empty: its first line names the columns {COLUMNS}")
+    unknown = [c for c in header if c not in COLUMNS]
+    if unknown:
+        raise RosterError(1, f"unknown column {unknown[0]!r}; the columns are {', '.join(COLUMNS)}")
+    for column in REQUIRED:
+        if column not in header:
+            raise RosterError(1, f"no {column!r} column; {' and '.join(REQUIRED)} are required")
+    found: list[Newcomer] = []
+    seen: dict[str, int] = {}
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise RosterError(line, f"{len(row)} fields where the header names {len(header)}")
+        cells = {column: cell.strip() for column, cell in zip(header, row, strict=True)}
+        newcomer = _newcomer(line, cells)
+        key = newcomer.email.lower()
+        if key in seen:
+            raise RosterError(line, f"{newcomer.email} is already on line {seen[key]}")
+        seen[key] = line
+        found.append(newcomer)
+    if not found:
+        raise RosterError(reader.line_num or 1, "no one to add: the file has only its header")
+    return found
+
+
+def _newcomer(line: int, cells: dict[str, str]) -> Newcomer:
+    email = cells["email"]
+    if not _ROSTER_EMAIL.match(email):
+        raise RosterError(line, f"email {email!r} is not an email address, e.g. ada@example.org")
+    if not cells["project"]:
+        raise RosterError(line, f"no project for {email}")
+    role = (cells.get("role") or "user").lower()
+    if role not in ROLES:
+        raise RosterError(line, f"role {role!r} is not one of {' | '.join(ROLES)}")
+    return Newcomer(line, email, cells["project"], role, cells.get("name", ""))
 
 
 class Admin:
@@ -71,7 +179,7 @@ class Admin:
         return Viewer.model_validate(data["viewer"])
 
     async def quotas(self) -> builtins.list[Quota]:
-        """The caller's keypair, user, project and domain quotas: limits, use, pending."""
+        """The caller's keypair, user, project and domain quotas: held, waiting and limit."""
         return await self._query("myQuota", Quota)
 
     async def domains(self) -> builtins.list[DomainInfo]:
@@ -109,21 +217,77 @@ class Admin:
         projects: builtins.list[str] | None = None,
         policy: str | None = None,
     ) -> AdminOutcome:
-        """A person; ``projects`` are project ids. The outcome's ``id`` is the user's."""
+        """A person, with a default keypair; ``projects``: names (or ids) of projects of
+        ``domain``. The outcome's ``id`` is the user's. ``add_user`` also makes a password."""
         return await self._mutate(
             "createUser", email=email, password=password, domain=domain, role=role,
             projects=projects, policy=policy,
         )  # fmt: skip
 
+    async def add_user(
+        self,
+        email: str,
+        project: str | builtins.list[str],
+        *,
+        role: str = "user",
+        password: str | None = None,
+        domain: str | None = None,
+    ) -> NewUser:
+        """Onboarding in one call: the person, in the project(s) named (by name), with a
+        default keypair, and a password (made here when not given: ``NewUser.password`` is
+        the only place it is shown). ``domain``: the caller's own when left out."""
+        named = [project] if isinstance(project, str) else builtins.list(project)
+        domain = domain or (await self.viewer()).domain
+        secret = password or new_password()
+        outcome = await self.create_user(email, secret, domain=domain, role=role, projects=named)
+        return NewUser(email, str(outcome.id), secret, tuple(named), role, domain)
+
+    async def add_users(
+        self,
+        newcomers: builtins.list[Newcomer],
+        *,
+        domain: str | None = None,
+        on_added: Callable[[Newcomer, NewUser], None] | None = None,
+    ) -> builtins.list[NewUser]:
+        """Everyone on a roster (``jetyard.sdk.roster``). Every row is checked against the
+        gateway first (its project exists, its email is not taken): a mistake is a
+        ``RosterError`` naming the line, and nobody is created. A refusal part-way (a race)
+        is a ``PartlyAddedError`` that lists exactly who was created."""
+        domain = domain or (await self.viewer()).domain
+        projects = {p.name for p in await self.projects(domain) if p.active}
+        taken = {(u.email or "").lower() for u in await self.users()}
+        for row in newcomers:
+            if row.project not in projects:
+                known = ", ".join(sorted(projects)) or "none"
+                raise RosterError(
+                    row.line,
+                    f"there is no project {row.project!r} in domain {domain!r}; "
+                    f"its projects: {known}",
+                )
+            if row.email.lower() in taken:
+                raise RosterError(row.line, f"a user with the email {row.email} already exists")
+        added: builtins.list[NewUser] = []
+        for row in newcomers:
+            try:
+                made = await self.add_user(row.email, row.project, role=row.role, domain=domain)
+            except JetyardError as exc:
+                raise PartlyAddedError(added, row, str(exc)) from exc
+            added.append(made)
+            if on_added is not None:
+                on_added(row, made)
+        return added
+
     async def deactivate_user(self, user_id: str, reason: str = "") -> AdminOutcome:
         return await self._mutate("deactivateUser", id=user_id, reason=reason)
 
     async def add_user_to_project(self, user_id: str, project_id: str) -> AdminOutcome:
+        """``user_id``: an id or an email; ``project_id``: a name (or an id)."""
         return await self._mutate("addUserToProject", user_id=user_id, project_id=project_id)
 
     async def create_keypair(
         self, user_id: str, policy: str | None = None, rate_limit: int | None = None
     ) -> IssuedKeypair:
+        """``user_id``: an id or an email. The secret key is in the answer only."""
         args = arguments(**camel({"user_id": user_id, "policy": policy, "rate_limit": rate_limit}))
         query = f"mutation {{ createKeypair{args} {{ {selection(IssuedKeypair)} }} }}"
         issued = IssuedKeypair.model_validate((await self._client.graphql(query))["createKeypair"])

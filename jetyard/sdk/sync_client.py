@@ -147,6 +147,8 @@ class Sessions:
         self.terminate = portal.blocking(inner.terminate)
         self.logs = portal.blocking(inner.logs)
         self.wait = portal.blocking(inner.wait)
+        self.resolve = portal.blocking(inner.resolve)
+        self.images = portal.blocking(inner.images)
 
     def statuses(self, session_id: str) -> Iterator[StatusChange]:
         return self._portal.iterate(self._inner.statuses(session_id))
@@ -180,6 +182,7 @@ class Admin:
         self.create_domain = blocking(inner.create_domain)
         self.create_project = blocking(inner.create_project)
         self.create_user = blocking(inner.create_user)
+        self.add_user, self.add_users = blocking(inner.add_user), blocking(inner.add_users)
         self.deactivate_user = blocking(inner.deactivate_user)
         self.add_user_to_project = blocking(inner.add_user_to_project)
         self.create_keypair = blocking(inner.create_keypair)

@@ -1,6 +1,7 @@
 """The tenancy service's decisions on people: ``cmd.user.*`` and ``cmd.keypair.*``, decided on
 the folded ``Directory`` (see ``domains``). A keypair that becomes its user's default
-is written together with ``UserDefaultKeypairSet`` on the user, in one commit."""
+is written together with ``UserDefaultKeypairSet`` on the user, in one commit; so is the
+first keypair a ``CreateUser`` may carry, with the user it belongs to."""
 
 from __future__ import annotations
 
@@ -65,10 +66,23 @@ def create_user(cmd: a.CreateUser, d: Directory, who: Who, now: datetime) -> Dec
         or _projects_of(d, cmd.domain, cmd.projects)
     ):
         return refused
+    if cmd.keypair is not None:
+        if cmd.keypair.access_key in d.keypairs:
+            return Rejected(Code.CONFLICT, f"keypair {cmd.keypair.access_key} already exists")
+        if refused := policy_known(d, PolicyKind.KEYPAIR, cmd.keypair.policy):
+            return refused
     user = User.create(
         cmd.domain, cmd.role, cmd.email_digest, cmd.email_sealed, cmd.policy, cmd.projects, now
     )
-    return Change((user,), f"user {user.id[:8]} created in domain {cmd.domain}")
+    said = f"user {user.id[:8]} created in domain {cmd.domain}"
+    if cmd.keypair is None:
+        return Change((user,), said)
+    first = cmd.keypair
+    keypair = Keypair.create(
+        first.access_key, user.id, cmd.domain, first.secret_key_id, first.policy, None, now
+    )
+    user.set_default_keypair(first.access_key, now)
+    return Change((user, keypair), f"{said}, with keypair {first.access_key} (their default)")
 
 
 def _user_change(
@@ -155,8 +169,10 @@ def create_keypair(cmd: a.CreateKeypair, d: Directory, who: Who, now: datetime) 
     keypair = Keypair.create(
         cmd.access_key, user.id, user.domain, cmd.secret_key_id, cmd.policy, cmd.rate_limit, now
     )
-    # A user's first keypair is their default: a login must always have one to act with.
-    default = cmd.make_default or user.default_access_key is None
+    # A user's first keypair is their default, and so is one issued while their default is
+    # deactivated: a login must always have a key to act with.
+    current = d.keypairs.get(user.default_access_key or "")
+    default = cmd.make_default or current is None or not current.active
     if default:
         user.set_default_keypair(cmd.access_key, now)
     suffix = " (their default)" if default else ""

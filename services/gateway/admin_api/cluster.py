@@ -28,6 +28,7 @@ from services.gateway.admin_api.inputs import (
     SlotsInput,
     StoragePolicyInput,
 )
+from services.gateway.admin_api.naming import project_anywhere
 from services.gateway.admin_api.send import build, invalid, not_found, run
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
@@ -83,6 +84,8 @@ async def _association(
     if kind is ScopeKind.USER:
         raise invalid(InputError("scope must be domain, project or keypair: users are not"))
     me = _superadmin(info, "changes who may use resource groups")
+    if kind is ScopeKind.PROJECT:  # a person types a project's name (DOMAIN/NAME if shared)
+        scope_id = project_anywhere(ctx_of(info), me, scope_id).id
     cmd = build(cls, me, name=name, scope=kind, scope_id=scope_id)
     return await run(ctx_of(info), cmd, name)
 

@@ -11,6 +11,7 @@ from strawberry.types import Info
 from commands import admin
 from commands.authorisation import can_deactivate_keypair, can_issue_keypair
 from services.gateway.admin_api import inputs as parse
+from services.gateway.admin_api.naming import user_named
 from services.gateway.admin_api.send import (
     answer,
     build,
@@ -20,7 +21,6 @@ from services.gateway.admin_api.send import (
     rejected,
     run,
     visible_keypair,
-    visible_user,
 )
 from services.gateway.admin_api.tenancy_types import AdminOutcome, IssuedKeypair
 from services.gateway.auth.vault import new_access_key, new_secret_key
@@ -32,7 +32,10 @@ Ctx = Info[Context, Any]
 
 @strawberry.type
 class KeypairMutation:
-    @strawberry.mutation(description="A new keypair; its secret key is in this answer only.")
+    @strawberry.mutation(
+        description="A new keypair; its secret key is in this answer only. userId: an id or "
+        "an email."
+    )
     async def create_keypair(
         self,
         info: Ctx,
@@ -46,13 +49,13 @@ class KeypairMutation:
             parse.rate_limit(rate_limit)
         except InputError as exc:
             raise invalid(exc) from exc
-        user = visible_user(ctx, me, str(user_id))
+        user = user_named(ctx, me, str(user_id))
         if not can_issue_keypair(me, user.domain) or not may_administer_user(me, user):
             raise forbidden(info, "only an administrator of the user's domain issues keypairs")
         access_key, secret_key = new_access_key(), new_secret_key()
         fields: dict[str, Any] = {
             "access_key": access_key,
-            "user_id": str(user_id),
+            "user_id": user.id,
             "policy": policy,
             "rate_limit": rate_limit,
             "make_default": make_default,

@@ -1,6 +1,7 @@
 """Admin mutations on domains, projects and users: authorise against the directory, send
 ``cmd.domain.*``, ``cmd.project.*``, ``cmd.user.*``. Writes the people and credentials buckets
-(a user's sealed email, their password hash) around ``CreateUser``."""
+(a user's sealed email, their password hash, their first keypair's secret) around
+``CreateUser``. Projects are named by name or id, users by email or id (``naming``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from commands.authorisation import (
 from schemas.tenancy import Role, SlotLimits, email_digest, project_id_for, user_id_for
 from services.gateway.admin_api import inputs as parse
 from services.gateway.admin_api.inputs import SlotLimitsInput
+from services.gateway.admin_api.naming import project_of_user, projects_in, user_named
 from services.gateway.admin_api.send import (
     answer,
     build,
@@ -34,6 +36,7 @@ from services.gateway.admin_api.send import (
     visible_user,
 )
 from services.gateway.admin_api.tenancy_types import AdminOutcome
+from services.gateway.auth.vault import new_access_key, new_secret_key
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.core.inputs import InputError
 
@@ -161,7 +164,11 @@ class TenancyMutation:
 
     # ---- users ---------------------------------------------------------------------------
 
-    @strawberry.mutation(description="A person; their email is kept sealed with their own key.")
+    @strawberry.mutation(
+        description="A person, with a default keypair to own sessions (its secret is not shown: "
+        "they sign in with the password; createKeypair shows one). Their email is kept sealed "
+        "with their own key. projects: names (or ids) of projects of the domain."
+    )
     async def create_user(
         self,
         info: Ctx,
@@ -171,6 +178,7 @@ class TenancyMutation:
         role: str = "user",
         projects: list[strawberry.ID] | None = None,
         policy: str = "default",
+        keypair_policy: str = "default",
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         try:
@@ -183,10 +191,9 @@ class TenancyMutation:
             raise forbidden(info, f"you cannot create users in domain {domain!r}")
         if not can_grant_role(me, granted):
             raise forbidden(info, f"you cannot grant the role {granted.value}")
-        for project_id in projects or []:
-            project = ctx.directory.projects.get(str(project_id))
-            if project is None or project.domain != domain:
-                raise not_found(f"project in domain {domain!r}", str(project_id))
+        if domain not in ctx.directory.domains:
+            raise not_found("domain", domain)
+        project_ids = projects_in(ctx, me, domain, [str(p) for p in projects or []])
         digest = email_digest(address, ctx.services.email_key)
         user_id = user_id_for(digest)
         if user_id in ctx.directory.users:
@@ -194,16 +201,16 @@ class TenancyMutation:
             raise GraphQLError(
                 "a user with this email already exists", extensions={"code": "conflict"}
             )
-        cmd = build(
-            admin.CreateUser,
-            me,
-            domain=domain,
-            role=granted,
-            email_digest=digest,
-            email_sealed=await ctx.services.people.seal(user_id, address),
-            policy=policy,
-            projects=tuple(str(p) for p in projects or []),
-        )
+        access_key, secret_key = new_access_key(), new_secret_key()
+        fields: dict[str, Any] = {
+            "domain": domain, "role": granted, "email_digest": digest, "policy": policy,
+            "projects": project_ids,
+        }  # fmt: skip
+        first = {"access_key": access_key, "secret_key_id": "-", "policy": keypair_policy}
+        build(admin.CreateUser, me, email_sealed="-", keypair=first, **fields)  # bad input
+        first["secret_key_id"] = await ctx.services.vault.store_secret(access_key, secret_key)
+        sealed = await ctx.services.people.seal(user_id, address)
+        cmd = build(admin.CreateUser, me, email_sealed=sealed, keypair=first, **fields)
         outcome = await execute(ctx, cmd)
         # The password is set only once the user exists: one set before a refused create
         # (the same email, a race past the check above) would replace that person's own.
@@ -211,6 +218,8 @@ class TenancyMutation:
             _later(_password_once_created(ctx, cmd.command_id, user_id, secret))
         elif outcome.accepted:
             await ctx.services.passwords.set_password(user_id, secret)
+        else:
+            await ctx.services.vault.delete_secret(access_key)
         return answer(outcome, cmd, user_id)
 
     @strawberry.mutation(description="Arguments left out keep their value.")
@@ -236,13 +245,13 @@ class TenancyMutation:
         )
         return await run(ctx, cmd, str(id))
 
-    @strawberry.mutation
+    @strawberry.mutation(description="userId: an id or an email; projectId: a name or an id.")
     async def add_user_to_project(
         self, info: Ctx, user_id: strawberry.ID, project_id: strawberry.ID
     ) -> AdminOutcome:
         return await _membership(info, admin.AddUserToProject, str(user_id), str(project_id))
 
-    @strawberry.mutation
+    @strawberry.mutation(description="userId: an id or an email; projectId: a name or an id.")
     async def remove_user_from_project(
         self, info: Ctx, user_id: strawberry.ID, project_id: strawberry.ID
     ) -> AdminOutcome:
@@ -265,13 +274,11 @@ async def _membership(
     project_id: str,
 ) -> AdminOutcome:
     me, ctx = who(info), ctx_of(info)
-    user = visible_user(ctx, me, user_id)
-    project = visible_project(ctx, me, project_id)
-    if project.domain != user.domain:
-        raise not_found(f"project in domain {user.domain!r}", project_id)
+    user = user_named(ctx, me, user_id)
+    project = project_of_user(ctx, me, user, project_id)
     if not may_administer_user(me, user):
         raise forbidden(info, "you cannot change this user's projects")
-    return await run(ctx, build(kind, me, user_id=user_id, project_id=project_id), user_id)
+    return await run(ctx, build(kind, me, user_id=user.id, project_id=project.id), user.id)
 
 
 # Background work must stay referenced until done, or the loop may drop it.

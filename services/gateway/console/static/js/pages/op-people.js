@@ -1,12 +1,14 @@
 // Operate › People: the users, projects, keypairs, resource policies and resource groups the
-// signed-in operator may read (the admin queries), narrowed by domain and by text. There is
-// no subscription for tenancy objects: the page asks when it opens and on "Refresh".
+// signed-in operator may read (the admin queries), narrowed by domain and by text; admins also
+// add people, projects and keypairs here (op/people-forms.js). There is no subscription for
+// tenancy objects: the page asks when it opens, on "Refresh" and after each change.
 
 import { gql, gqlPartial } from "../api.js";
 import { bytes, h, limitText, limitsWords, replace } from "../dom.js";
 import { errorBox } from "../errors.js";
 import { addNavItem } from "../nav.js";
 import { OPERATORS } from "../op/format.js";
+import { issueKeypairButton, peopleForms, revokeKeypairButton } from "../op/people-forms.js";
 import { definePage } from "../router.js";
 
 const LIMITS = "{ cpu memoryBytes gpu }";
@@ -34,28 +36,28 @@ function table(id, headings, rows) {
     h("thead", {}, h("tr", {}, headings.map((t) => h("th", {}, t)))), h("tbody", {}, rows));
 }
 
-function userRows(users, projectNames) {
+function userRows(users, projectNames, admin) {
   return users.map((u) => {
-    const keys = h("td", { class: "op-keys" }, h("button", {
-      type: "button",
-      class: "link",
-      onclick: async () => {
-        replace(keys, "…");
-        try {
-          const { keypairs } = await gql(KEYPAIRS, { user: u.id });
-          replace(keys, keypairs.length === 0 ? h("span", { class: "hint" }, "none") : h("ul", { class: "plain" }, keypairs.map((k) => h("li", {},
-            h("span", { class: "mono" }, k.accessKey), ` · ${k.policy}`, k.isDefault && h("span", { class: "tag" }, "default"),
-            !k.active && h("span", { class: "tag" }, "inactive"), k.rateLimit && ` · ${k.rateLimit}/min`))));
-        } catch (error) {
-          replace(keys, errorBox(error, "No keypairs"));
-        }
-      },
-    }, "show keypairs"));
+    const show = async () => {
+      replace(list, "…");
+      try {
+        const { keypairs } = await gql(KEYPAIRS, { user: u.id });
+        replace(list, keypairs.length === 0 ? h("span", { class: "hint" }, "none") : h("ul", { class: "plain" }, keypairs.map((k) => h("li", {},
+          h("span", { class: "mono" }, k.accessKey), ` · ${k.policy}`, k.isDefault && h("span", { class: "tag" }, "default"),
+          !k.active && h("span", { class: "tag" }, "inactive"), k.rateLimit && ` · ${k.rateLimit}/min`,
+          admin && k.active && [" · ", revokeKeypairButton(k.accessKey, show, admin.problems)]))));
+      } catch (error) {
+        replace(list, errorBox(error, "No keypairs"));
+      }
+    };
+    const list = h("span", {}, h("button", { type: "button", class: "link", onclick: show }, "show keypairs"));
+    const keys = h("td", { class: "op-keys" }, list);
     return h("tr", { dataset: { user: u.id } },
       h("td", {}, u.email ?? h("span", { class: "hint" }, "(hidden)"), h("div", { class: "sub mono" }, u.id)),
       h("td", {}, u.role), h("td", {}, u.domain),
       h("td", {}, u.projects.map((p) => projectNames.get(p) ?? p).join(", ")),
-      h("td", {}, u.policy), h("td", {}, yesNo(u.active)), keys);
+      h("td", {}, u.policy), h("td", {}, yesNo(u.active)), keys,
+      admin && h("td", { class: "op-user-actions" }, u.active && issueKeypairButton(u, admin.secretBox, admin.problems)));
   });
 }
 
@@ -63,18 +65,22 @@ definePage({
   path: "/operate/people",
   title: "People and policies",
   roles: OPERATORS,
-  async render({ root, scope, query }) {
+  async render({ root, scope, query, viewer }) {
     const domain = query.get("domain") || null;
     const search = h("input", { type: "search", placeholder: "filter rows (text)", id: "op-people-search", spellcheck: "false" });
     const domainPick = h("select", { id: "op-people-domain", onchange: () => { location.hash = `#/operate/people${domainPick.value ? `?domain=${encodeURIComponent(domainPick.value)}` : ""}`; } });
     const problems = h("div", { class: "problems" });
     const sections = h("div", { id: "op-people" });
+    const isAdmin = viewer?.role === "admin" || viewer?.role === "superadmin";
+    const secretBox = h("div", { id: "op-secret" });
+    const result = h("div", { id: "op-people-result" });
+    const forms = h("div", {});
     replace(root,
       h("div", { class: "page-head" }, h("h1", {}, "People and policies"),
         h("div", { class: "actions" }, h("button", { type: "button", id: "op-people-refresh", onclick: () => load() }, "Refresh"))),
       h("p", { class: "hint" }, "What your role may read. Nothing here is live: the gateway has no subscription for these, so the page asks again on Refresh."),
       h("div", { class: "inline-form op-people-filters" }, h("label", {}, "Domain"), domainPick, search),
-      problems, sections);
+      problems, secretBox, forms, result, sections);
     const filter = () => {
       const text = search.value.trim().toLowerCase();
       for (const row of sections.querySelectorAll("tbody tr")) row.hidden = text !== "" && !row.textContent.toLowerCase().includes(text);
@@ -96,9 +102,11 @@ definePage({
       const users = people.data?.users ?? [];
       const policyList = policies.data?.resourcePolicies ?? [];
       const groups = policies.data?.resourceGroups ?? [];
+      const admin = isAdmin ? { secretBox, problems } : null;
+      replace(forms, isAdmin && peopleForms({ domains, projects: projectList, users, domain, role: viewer.role, secretBox, result, reload: load }));
       replace(sections,
         h("section", { class: "card" }, h("h2", {}, `Users (${users.length})`),
-          table("op-users", ["User", "Role", "Domain", "Projects", "Policy", "State", "Keypairs"], userRows(users, projectNames))),
+          table("op-users", ["User", "Role", "Domain", "Projects", "Policy", "State", "Keypairs", admin && "Change"].filter(Boolean), userRows(users, projectNames, admin))),
         h("section", { class: "card" }, h("h2", {}, `Projects (${projectList.length})`),
           table("op-projects", ["Project", "Domain", "Policy", "Limit", "State"], projectList.map((p) => h("tr", { dataset: { project: p.id } },
             h("td", {}, p.name, h("div", { class: "sub" }, p.description)), h("td", {}, p.domain), h("td", {}, p.policy),
