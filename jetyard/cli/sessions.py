@@ -1,5 +1,7 @@
-"""``jetyard run``, ``ps``, ``logs``, ``rm`` and ``apps``: compute sessions from the shell,
-through the SDK (``jetyard.sdk.sessions``), signed in as ``jetyard.sdk.config`` says.
+"""``jetyard run``, ``ps``, ``logs``, ``rm``, ``images`` and ``apps``: compute sessions from
+the shell, through the SDK (``jetyard.sdk.sessions``), signed in as ``jetyard.sdk.config`` says. A
+session is named by its id, its name, or a unique prefix of its id (8+ characters:
+``Sessions.resolve``); ``ps`` says how each ended (``terminated`` when its end was asked for).
 
 ``jetyard run IMAGE -- CMD...`` creates a batch session, says its status changes on stderr,
 streams its output to stdout live (the ``sessionOutput`` subscription, from line 0) and exits
@@ -108,10 +110,10 @@ async def _ps(jy: AsyncClient, args: argparse.Namespace) -> int:
         ui.json_lines(s.as_json() for s in found)
         return 0
     now = datetime.now(UTC)
-    columns = ("id", "name", "image", "type", "status", "cpu", "memory", "gpu", "exit", "created")
+    columns = ("id", "name", "image", "type", "status", "cpu", "memory", "gpu", "ended", "created")
     ui.table(columns, (
         (s.id, s.name, s.image, s.type, s.status, s.resources.cpu,
-         ui.human_bytes(int(s.resources.memory_bytes)), s.resources.gpu, s.exit_code,
+         ui.human_bytes(int(s.resources.memory_bytes)), s.resources.gpu, s.ended_as,
          ui.ago(s.created_at, now))
         for s in found
     ))  # fmt: skip
@@ -131,6 +133,7 @@ async def _kernel(jy: AsyncClient, session_id: str, kernel: str) -> str:
 
 
 async def _logs(jy: AsyncClient, args: argparse.Namespace) -> int:
+    args.session = await jy.sessions.resolve(args.session)
     if args.kernel is not None:
         await _stream(jy, args.session, await _kernel(jy, args.session, args.kernel), False)
         return 0
@@ -147,17 +150,19 @@ async def _logs(jy: AsyncClient, args: argparse.Namespace) -> int:
 
 async def _rm(jy: AsyncClient, args: argparse.Namespace) -> int:
     failed = 0
-    for session_id in args.sessions:
+    for ref in args.sessions:
         try:
+            session_id = await jy.sessions.resolve(ref)
             outcome = await jy.sessions.terminate(session_id, args.reason)
             print(f"{session_id}: {outcome.message or outcome.status.lower()}")
         except JetyardError as exc:
-            print(f"jetyard rm: {session_id}: {exc}", file=sys.stderr)
+            print(f"jetyard rm: {ref}: {exc}", file=sys.stderr)
             failed = ui.REFUSED
     return failed
 
 
 async def _apps(jy: AsyncClient, args: argparse.Namespace) -> int:
+    args.session = await jy.sessions.resolve(args.session)
     if args.app is not None:
         access = await jy.apps.start(args.session, args.app)
         print(access.url)
@@ -175,10 +180,25 @@ async def _apps(jy: AsyncClient, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _images(jy: AsyncClient, args: argparse.Namespace) -> int:
+    found = await jy.sessions.images()
+    if args.json:
+        ui.json_lines(i.as_json() for i in found)
+        return 0
+    columns = ("image", "registered", "nodes", "groups", "apps")
+    ui.table(columns, ((i.name, "yes" if i.registered else "no", i.nodes,
+                        ",".join(i.resource_groups) or None, ",".join(i.apps) or None)
+                       for i in found))  # fmt: skip
+    if any(not i.nodes for i in found):
+        _say("an image no node holds yet is pulled by the node a session is placed on")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[AsyncClient, argparse.Namespace], Awaitable[int]]] = {
     "ps": _ps,
     "logs": _logs,
     "rm": _rm,
+    "images": _images,
     "apps": _apps,
 }
 COMMANDS = ("run", *HANDLERS)

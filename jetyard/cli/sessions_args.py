@@ -1,4 +1,4 @@
-"""The arguments of ``jetyard run``, ``ps``, ``logs``, ``rm`` and ``apps``
+"""The arguments of ``jetyard run``, ``ps``, ``logs``, ``rm``, ``images`` and ``apps``
 (``jetyard.cli.sessions``), and the small parsers they need: ``--mount folder[:path[:ro]]``,
 ``--env NAME=VALUE``, and the split of ``run IMAGE [options] -- CMD...`` at its ``--``."""
 
@@ -32,10 +32,15 @@ def env_pairs(pairs: list[tuple[str, str]]) -> dict[str, str] | None:
     return dict(pairs) or None
 
 
+COMMAND_AFTER_DASHES = ("run", "shell")
+SESSION_HELP = "the session's id, its name, or a unique prefix of its id (8+ characters)"
+
+
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
-    """``run IMAGE [options] -- CMD...``: the arguments to parse, and the command after the
-    first ``--`` (None without one). Only for ``run``: elsewhere ``--`` keeps its meaning."""
-    if not argv or argv[0] != "run" or "--" not in argv:
+    """``run IMAGE [options] -- CMD...`` (and ``shell SESSION [options] -- CMD...``): the
+    arguments to parse, and the command after the first ``--`` (None without one). Only for
+    these: elsewhere ``--`` keeps its meaning."""
+    if not argv or argv[0] not in COMMAND_AFTER_DASHES or "--" not in argv:
         return argv, None
     cut = argv.index("--")
     return argv[:cut], argv[cut + 1 :]
@@ -85,18 +90,24 @@ def add_parsers(sub: Any) -> None:
     add_credential_options(ps)
 
     logs = sub.add_parser("logs", help="a session's output; -f follows it live")
-    logs.add_argument("session")
+    logs.add_argument("session", help=SESSION_HELP)
     logs.add_argument("--follow", "-f", action="store_true", help="live, until the session ends")
     logs.add_argument("--kernel", help="one kernel, by id or index (0: main); follows as -f")
     add_credential_options(logs)
 
     rm = sub.add_parser("rm", help="terminate sessions (a PENDING one is cancelled)")
-    rm.add_argument("sessions", nargs="+", metavar="SESSION")
+    rm.add_argument("sessions", nargs="+", metavar="SESSION", help=SESSION_HELP)
     rm.add_argument("--reason", default="user request")
     add_credential_options(rm)
 
+    images = sub.add_parser(
+        "images", help="the images a session can run: registered, and held by the nodes"
+    )
+    images.add_argument("--json", action="store_true", help="JSON lines, one image each")
+    add_credential_options(images)
+
     apps = sub.add_parser("apps", help="a session's apps; with APP, the URL to open it")
-    apps.add_argument("session")
+    apps.add_argument("session", help=SESSION_HELP)
     apps.add_argument("app", nargs="?", help="an app's name: print its URL (startApp)")
     apps.add_argument("--open", action="store_true", help="and open it in a browser")
     apps.add_argument("--json", action="store_true", help="JSON lines, one app each")

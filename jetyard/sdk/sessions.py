@@ -27,6 +27,7 @@ from jetyard.sdk.models import (
     KernelOutput,
     Mount,
     Outcome,
+    RunnableImage,
     ServicePort,
     Session,
     SessionSummary,
@@ -39,8 +40,42 @@ FINAL = frozenset(str(status) for status in TERMINAL_STATUSES)
 OUTCOME = selection(Outcome)
 
 
+IMAGE_PAGE = 100
+"""Registered images read at once (a page the gateway's cost limit allows with their apps)."""
+IMAGE_FIELDS = "{ name servicePorts { name } } }"
+MIN_PREFIX = 8
+"""The shortest id prefix that names a session (what reasons print: ``c899eb13``)."""
+
+
 def no_session(session_id: str) -> JetyardError:
     return JetyardError(f"there is no session {session_id}", code="not-found")
+
+
+def named(ref: str, sessions: Sequence[SessionSummary]) -> SessionSummary:
+    """The one session ``ref`` names among ``sessions``: its id, its name, or a unique prefix
+    of its id (``MIN_PREFIX`` characters or more). A name several sessions share names the one
+    of them still live, if only one is; otherwise ``JetyardError`` (code ``ambiguous``) lists
+    the candidates, or (``not-found``) says there is none."""
+    exact = [s for s in sessions if s.id == ref]
+    if exact:
+        return exact[0]
+    by_name = [s for s in sessions if s.name == ref]
+    live = [s for s in by_name if s.status not in FINAL]
+    if len(by_name) > 1 and len(live) == 1:
+        return live[0]
+    by_prefix = [s for s in sessions if len(ref) >= MIN_PREFIX and s.id.startswith(ref)]
+    found = by_name + [s for s in by_prefix if s not in by_name]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        short = f" (an id prefix needs {MIN_PREFIX} characters)" if len(ref) < MIN_PREFIX else ""
+        raise JetyardError(f"there is no session {ref}{short}", code="not-found")
+    listed = "; ".join(f"{s.id} ({s.name or 'no name'}, {s.status})" for s in found[:10]) + (
+        "; ..." if len(found) > 10 else ""
+    )
+    raise JetyardError(
+        f"{ref!r} names {len(found)} sessions: {listed}; give one's id", code="ambiguous"
+    )
 
 
 def accepted(outcome: Outcome) -> Outcome:
@@ -87,6 +122,39 @@ class Sessions:
             {"input": {k: v for k, v in spec.items() if v is not None}},
         )
         return accepted(Outcome.model_validate(data["createSession"]))
+
+    async def resolve(self, ref: str) -> str:
+        """The id of the session ``ref`` names: its id, its name, or a unique prefix of its id
+        (8+ characters); ``JetyardError`` (``not-found`` or ``ambiguous``, listing the
+        candidates) otherwise. An id costs one query; a name or a prefix reads the listing."""
+        if await self.get(ref) is not None:
+            return ref
+        return named(ref, await self.list()).id
+
+    async def images(self) -> builtins.list[RunnableImage]:
+        """What a session can run, by name: the registered images (``images``) and those the
+        nodes report holding (``nodeImages``: a user sees the nodes of the groups they may
+        run in)."""
+        registered: dict[str, builtins.list[str]] = {}
+        while True:
+            # The page inline: the gateway prices a page given as a variable as a large one.
+            query = f"query($at: Int!) {{ images(first: {IMAGE_PAGE}, offset: $at) {IMAGE_FIELDS}"
+            page = (await self._client.graphql(query, {"at": len(registered)}))["images"]
+            registered |= {i["name"]: [p["name"] for p in i["servicePorts"]] for i in page}
+            if len(page) < IMAGE_PAGE:
+                break
+        data = await self._client.graphql("{ nodeImages { name nodes resourceGroups } }")
+        held = {i["name"]: i for i in data["nodeImages"]}
+        return [
+            RunnableImage(
+                name=name,
+                registered=name in registered,
+                nodes=held[name]["nodes"] if name in held else 0,
+                resource_groups=held[name]["resourceGroups"] if name in held else [],
+                apps=registered.get(name, []),
+            )
+            for name in sorted(registered.keys() | held.keys())
+        ]
 
     async def get(self, session_id: str) -> Session | None:
         """The session as the views hold it; None if there is none the caller may see."""

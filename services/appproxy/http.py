@@ -65,9 +65,10 @@ def _target(conn: HTTPConnection, route: AppRoute, mount: Mount) -> str:
 
 
 def _terminal_target(conn: HTTPConnection, route: AppRoute) -> str:
-    """The main kernel's terminal at its agent, with the size asked (nothing else passes)."""
-    size = {k: conn.query_params[k] for k in ("cols", "rows") if k in conn.query_params}
-    query = urlencode(size)
+    """The main kernel's terminal at its agent, with the size asked and whether with a TTY
+    (nothing else passes: not the client's URL token)."""
+    asked = {k: conn.query_params[k] for k in ("cols", "rows", "tty") if k in conn.query_params}
+    query = urlencode(asked)
     return f"{route.upstream}/kernels/{route.kernel_id}/pty" + (f"?{query}" if query else "")
 
 

@@ -5,8 +5,12 @@ no subjects; talks to the local engine only.
 
 Only the app proxy opens one: a request must carry a terminal token (``schemas/
 terminal_tokens.py``, header ``X-Jetyard-Terminal-Token``) signed with the terminal key and
-naming that kernel (401 without, 403 for another kernel; 404 when the kernel has no running
-container here). Output goes out as binary frames (a frame may end inside a UTF-8 character);
+naming that kernel, not used before (401 without, or used again; 403 for another kernel; 404
+when the kernel has no running container here). ``?tty=0`` runs one command without a TTY
+instead (its first frame; none: the shell reading stdin), its stdout and stderr apart, and
+ends with its exit code (the exec protocol of ``schemas/terminal_tokens.py``); when its client
+goes, its stdin is closed and what is left of it killed ``HANG_UP_GRACE_S`` later. With a TTY,
+output goes out as binary frames (a frame may end inside a UTF-8 character);
 a text frame ``{"resize": [cols, rows]}`` resizes the TTY, any other frame is typed. When the
 shell ends the WebSocket closes (1000); when the WebSocket closes the shell is sent Ctrl-C then
 Ctrl-D (the engine keeps an exec running after its client has gone), and whatever of the
@@ -35,7 +39,21 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from httpserver.server import listening
 from schemas.ids import new_id
-from schemas.terminal_tokens import HEADER, TerminalTokenError, resize_of, size_of, verify
+from schemas.terminal_tokens import (
+    EOF_MESSAGE,
+    HEADER,
+    NO_TTY,
+    ExecError,
+    TerminalTokenError,
+    UsedTokens,
+    error_message,
+    exec_of,
+    exit_message,
+    output_frame,
+    resize_of,
+    size_of,
+    verify,
+)
 from services.node.backend import Backend
 from services.node.backend_docker import DockerBackend
 from services.node.settings import AgentSettings
@@ -54,14 +72,23 @@ KILL_MARKED = (
 )
 """``sh -c KILL_MARKED sh JETYARD_TERMINAL=<id>``: kill every process whose environment
 holds that line (the killer's own does not)."""
+FIRST_FRAME_S = 10.0
+"""How long a terminal without a TTY waits for its command."""
+QUIET_S = 1.0
+"""Output quiet this long, the engine is asked whether the command has ended."""
+LAST_WORD_S = 10.0
+"""How long it waits, once it has said the command's end, for its client to go."""
 
 
 async def pty(websocket: WebSocket) -> None:
     backend: DockerBackend = websocket.app.state.backend
     key: bytes = websocket.app.state.key
+    used: UsedTokens = websocket.app.state.used
     kernel_id = websocket.path_params["kernel"]
     try:
-        claims = verify(key, websocket.headers.get(HEADER, ""), now=time.time())
+        now = time.time()
+        claims = verify(key, websocket.headers.get(HEADER, ""), now=now)
+        used.spend(claims, now=now)
     except TerminalTokenError as exc:
         await _deny(websocket, 401, str(exc))
         return
@@ -77,6 +104,9 @@ async def pty(websocket: WebSocket) -> None:
     container = backend.docker.containers.container(found[0].container_id)
     terminal_id = new_id()
     marker, environment = f"{MARKER}={terminal_id}", {**ENV, MARKER: terminal_id}
+    if websocket.query_params.get("tty") == NO_TTY:
+        await _command(websocket, container, environment, marker)
+        return
     try:
         shell = await container.exec(SHELL, stdin=True, tty=True, environment=environment)
     except aiodocker.DockerError as exc:
@@ -129,6 +159,127 @@ async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return client in done
+
+
+async def _command(
+    websocket: WebSocket, container: DockerContainer, environment: dict[str, str], marker: str
+) -> None:
+    """Without a TTY: the command of the first frame (none: the shell, reading stdin), its
+    stdout and stderr apart, then its exit code (``schemas.terminal_tokens``)."""
+    await websocket.accept()
+    try:
+        async with asyncio.timeout(FIRST_FRAME_S):
+            argv = exec_of(await websocket.receive_text()) or SHELL
+        run = await container.exec(argv, stdin=True, tty=False, environment=environment)
+    except (ExecError, TimeoutError) as exc:
+        await _end(websocket, error_message(str(exc) or "no command came"))
+        return
+    except aiodocker.DockerError as exc:
+        await _end(websocket, error_message(f"the engine refused the command: {exc.message}"))
+        return
+    except (WebSocketDisconnect, KeyError, RuntimeError):  # gone, or sent bytes first
+        await _end(websocket, error_message('the first frame must be {"exec": [...]}'))
+        return
+    async with run.start() as stream:
+        client_left = await _relay_command(websocket, run, stream)
+        if client_left:
+            _close_stdin(stream)
+    if client_left:
+        if not await _ended(run, HANG_UP_GRACE_S):
+            await _kill_marked(container, marker)
+        return
+    code = await _exit_code(run)
+    ended = "the engine never said how the command ended"
+    await _end(websocket, error_message(ended) if code is None else exit_message(code))
+
+
+async def _relay_command(websocket: WebSocket, run: Exec, stream: Stream) -> bool:
+    """Relay until the command's output ends or the client goes; whether it was the client."""
+
+    async def inbound() -> None:
+        typing = True
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:  # after the end of stdin, only to see the client go
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text == EOF_MESSAGE and typing:
+                    typing = False
+                    _close_stdin(stream)
+                elif typing:
+                    try:
+                        await stream.write_in(
+                            text.encode() if text else message.get("bytes") or b""
+                        )
+                    except (RuntimeError, OSError):  # the command has ended: its end says so
+                        typing = False
+
+    async def outbound() -> None:
+        # The output ends when the engine closes the stream, but stdin the command never read
+        # can hold it open after the command has ended: a quiet stream asks the engine.
+        reading = asyncio.ensure_future(stream.read_out())
+        try:
+            while True:
+                done, _ = await asyncio.wait({reading}, timeout=QUIET_S)
+                if not done:
+                    if await _ended(run, 0):
+                        return
+                    continue
+                message = reading.result()
+                if message is None:
+                    return
+                await websocket.send_bytes(output_frame(message.stream, message.data))
+                reading = asyncio.ensure_future(stream.read_out())
+        finally:
+            reading.cancel()
+
+    client = asyncio.create_task(inbound())
+    tasks = {client, asyncio.create_task(outbound())}
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return client in done
+
+
+def _close_stdin(stream: Stream) -> None:
+    """End the command's stdin, keeping its output coming: half-close the engine's hijacked
+    connection, as ``docker exec -i`` does (aiodocker's own ``close`` closes both ways)."""
+    response = stream._resp
+    transport = None if response is None or response.connection is None else (
+        response.connection.transport
+    )  # fmt: skip
+    if transport is not None and transport.can_write_eof():
+        transport.write_eof()
+
+
+async def _exit_code(run: Exec) -> int | None:
+    """The command's exit code; None when the engine does not say (the container went)."""
+    for _ in range(50):  # the output ends as the process does; the engine may say so later
+        try:
+            found = await run.inspect()
+        except aiodocker.DockerError:
+            return None
+        if not found.get("Running", False) and found.get("ExitCode") is not None:
+            return int(found["ExitCode"])
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def _end(websocket: WebSocket, last: str) -> None:
+    """Say the end, then read (and drop) what the client still sends until it goes, for
+    ``LAST_WORD_S`` at most: a socket closed with input unread is reset, and the reset can
+    lose the end said just before it (stdin the command never read)."""
+    with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect, TimeoutError):
+        await websocket.send_text(last)
+        async with asyncio.timeout(LAST_WORD_S):
+            while (await websocket.receive())["type"] != "websocket.disconnect":
+                pass
+    with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # gone already
+        await websocket.close(code=1000)
 
 
 async def _ended(shell: Exec, within_s: float) -> bool:
@@ -184,7 +335,7 @@ class _Server(uvicorn.Server):
 
 def create_app(backend: DockerBackend, key: bytes) -> Starlette:
     app = Starlette(routes=[WebSocketRoute("/kernels/{kernel}/pty", pty)])
-    app.state.backend, app.state.key = backend, key
+    app.state.backend, app.state.key, app.state.used = backend, key, UsedTokens()
     return app
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import computed_field
+
 from jetyard.sdk.wire import Model
 
 
@@ -59,6 +61,24 @@ class SessionSummary(Model):
     updated_at: datetime
     seq: int
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ended_as(self) -> str | None:
+        """How it ended, in a word or three: ``succeeded``, ``failed (exit 2)``, ``failed``
+        (could not run), ``terminated`` (its end was asked for, whatever the exit code that
+        stop gave), ``stopped`` (ended before it ran), ``cancelled``; None until it ends."""
+        if self.status == "CANCELLED":
+            return "cancelled"
+        if self.status == "ERROR":
+            return "failed"
+        if self.status != "TERMINATED":
+            return None
+        if self.result == "terminated":  # asked to end: the exit code is the stop's
+            return "terminated"
+        if self.exit_code is None:
+            return "stopped"
+        return "succeeded" if self.exit_code == 0 else f"failed (exit {self.exit_code})"
+
 
 class Session(SessionSummary):
     """One session in full: its nodes, mounts, apps and status history."""
@@ -107,3 +127,15 @@ class Mount(Model):
     folder: str
     path: str | None = None
     read_only: bool = False
+
+
+class RunnableImage(Model):
+    """An image a session may name: ``registered`` (by an administrator, with its apps) and
+    where the nodes report holding it (``nodes``, in ``resource_groups``; 0 and none when no
+    node the caller may use holds it yet)."""
+
+    name: str
+    registered: bool
+    nodes: int
+    resource_groups: list[str]
+    apps: list[str]

@@ -1,6 +1,6 @@
 """The cluster queries: ``cluster``, the operators' picture of the cluster now (``snapshot``),
-and ``nodes``, every node's row. For administrators and monitors. Reads the views; writes
-nothing."""
+and ``nodes``, every node's row, for administrators and monitors; ``nodeImages``, what the
+nodes hold (``images.py``), for everyone. Reads the views; writes nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import strawberry
 from strawberry.types import Info
 
 from schemas.tenancy import Role
+from services.gateway.cluster.images import NodeImage, node_images
 from services.gateway.cluster.snapshot import pictures
 from services.gateway.cluster.types import ClusterNow, Node
 from services.gateway.context import Context, ctx_of, forbidden, who
@@ -37,3 +38,11 @@ class ClusterQuery:
         if principal.role is Role.USER:
             raise forbidden(info, "only administrators and monitors may list nodes")
         return [Node.of(view) for view in await ctx_of(info).views.nodes()]
+
+    @strawberry.field(
+        description="The images the live nodes report holding, by name: a user sees the nodes "
+        "of the resource groups they may run in, administrators and monitors every node. "
+        "Registered images: `images`."
+    )
+    async def node_images(self, info: Info[Context, Any]) -> list[NodeImage]:
+        return await node_images(info)
