@@ -32,6 +32,11 @@ from services.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
+WEBSOCKETS = "websockets-sansio"
+"""uvicorn's WebSocket implementation, as the app proxy's and the terminals': the legacy
+"websockets" one is deprecated and logs a client that vanished mid-transfer as an ERROR with
+a traceback."""
+
 
 class MissingSecretsKeyError(RuntimeError):
     pass
@@ -118,7 +123,7 @@ async def _serve(services: Services, settings: GatewaySettings, stop: asyncio.Ev
             port=settings.port,
             lifespan="off",
             log_level="warning",
-            ws="websockets",
+            ws=WEBSOCKETS,
         )
     )
     await serve_until(server, stop, "the gateway")

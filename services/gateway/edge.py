@@ -2,9 +2,11 @@
 (``Authenticated``): every request is authenticated before GraphQL sees it (a keypair
 signature or a login token; none at all reaches only ``login`` and the GraphiQL page), rate
 limited per keypair or user, and recorded in the access log with its outcome. A body that is
-not a GraphQL request is a 400 saying why (``requests``); NATS unreachable is a 503
-``unavailable`` at once; no input makes a 500. Writes ``access.<domain>`` (``JY_ACCESS``) and
-the rate-limit buckets (``jy-ratelimits``) through its services.
+not a GraphQL request is a 400 saying why (``requests``), an operation its method cannot carry
+(a subscription over HTTP, a mutation over GET) a ``wrong-transport`` error naming the one
+that can; NATS unreachable is a 503 ``unavailable`` at once; a client that leaves is one INFO
+line; no input makes a 500. Writes ``access.<domain>`` (``JY_ACCESS``) and the rate-limit
+buckets (``jy-ratelimits``) through its services.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from services.gateway.auth.authenticate import AuthError, signed_target
 from services.gateway.auth.ratelimit import Limiter
 from services.gateway.context import Services
 from services.gateway.core.access_log import AccessRecord, now
-from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE
+from services.gateway.errors import UNAVAILABLE, UNAVAILABLE_MESSAGE, UNREACHABLE, is_disconnect
 from services.gateway.requests import (
     MAX_BODY_BYTES,
+    WRONG_TRANSPORT,
     BadRequestError,
     GraphQLRequest,
     anonymous_allowed,
     parse_body,
+    request_of_query_string,
+    wrong_transport,
 )
 
 Scope = MutableMapping[str, Any]
@@ -110,6 +115,20 @@ class Authenticated:
             await problem(send, 429, "rate-limited", message, limit_headers)
             await record_access(services, principal, source, operation, "denied: rate limit")
             return
+        if scope["path"] == "/graphql":
+            asked = (
+                request
+                if request is not None
+                else request_of_query_string(scope.get("query_string", b""))
+            )
+            wrong = None if asked is None else wrong_transport(scope["method"], asked)
+            if wrong is not None:
+                http, message = wrong
+                headers = {**limit_headers, **({"allow": "POST"} if http == 405 else {})}
+                await problem(send, http, WRONG_TRANSPORT, message, headers)
+                outcome = f"refused: {WRONG_TRANSPORT}"
+                await record_access(services, principal, source, operation, outcome)
+                return
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
         if principal is not None and headers.get("authorization", "").startswith("Bearer "):
@@ -117,7 +136,15 @@ class Authenticated:
         status: list[int] = []
         sent_body: list[bytes] = []
 
+        replayed = False
+
         async def replay() -> Message:
+            # The body once, then the client's own messages: a response that listens for
+            # the client leaving hears ``http.disconnect``, not the body again and again.
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
         async def send_with_limits(message: Message) -> None:
@@ -135,6 +162,10 @@ class Authenticated:
         try:
             await self.app(scope, replay, send_with_limits)
         except Exception as exc:
+            if is_disconnect(exc):  # expected: the client closed its connection
+                log.info("%s from %s: the client left (%r)", operation, source, exc)
+                await record_access(services, principal, source, operation, "client left")
+                return
             if status:
                 raise  # the answer has begun: nothing sensible can replace it
             code, message, http = _failure(exc, operation, source)

@@ -2,7 +2,9 @@
 Refused input (an error a resolver raised with a code, a validation error, an id argument that
 is not an id, a cursor this gateway did not hand out) is logged as one line; NATS unreachable
 is ``unavailable``; anything else is a bug: ``internal`` with an incident id, logged once with
-its traceback, its text never shown to the client. Reads and writes nothing.
+its traceback, its text never shown to the client. A client that goes away (closes its
+WebSocket or HTTP connection) is expected: one line at INFO (``is_disconnect``). Reads and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -12,10 +14,15 @@ import logging
 
 import nats.errors
 import nats.js.errors
+import websockets.exceptions
 from graphql import GraphQLError
+from starlette.requests import ClientDisconnect
+from starlette.websockets import WebSocketDisconnect
 from strawberry import Schema
 from strawberry.extensions import MaskErrors
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.types import ExecutionContext
+from uvicorn.protocols.utils import ClientDisconnected
 
 from projections.queries import InvalidCursorError
 from schemas.ids import InvalidTokenError, new_id
@@ -26,6 +33,26 @@ UNAVAILABLE = "unavailable"
 UNAVAILABLE_MESSAGE = "the cluster's event store (NATS) is unreachable: try again shortly"
 UNREACHABLE = (nats.errors.Error, nats.js.errors.Error, TimeoutError, asyncio.TimeoutError, OSError)
 """What a lost or stalled NATS connection raises."""
+
+
+DISCONNECTS = (
+    WebSocketDisconnected,
+    WebSocketDisconnect,
+    ClientDisconnect,
+    ClientDisconnected,
+    websockets.exceptions.ConnectionClosed,
+)
+"""What sending to, or reading from, a client that left raises (not a bare OSError: NATS
+failing raises those too, and is ``unavailable``)."""
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """The client went away: expected, not a bug (ASGI servers also say so with a
+    RuntimeError when a message is sent after the connection closed)."""
+    if isinstance(exc, DISCONNECTS):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("close message" in text or "websocket.close" in text)
 
 
 def code_of(error: GraphQLError) -> str | None:

@@ -1,9 +1,11 @@
 """The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions) at
-``/graphql``, ``/healthz`` (200 only when the views have caught up) and ``/asyncapi.json`` (the
-AsyncAPI document of every command, outcome and event subject, built from the code at start),
-the usage reports as CSV at ``/usage.csv`` (``usage.download``), and the web console at
-``/console/`` (``services.gateway.console``: static pages, public); ``/metrics`` for Prometheus
-(``services.gateway.metrics``, docs/metrics.md).
+``/graphql``, the probes ``/livez`` (alive), ``/readyz`` (caught up with the log) and
+``/healthz`` (ready, with positions and quarantined events; ``core.probes``),
+``/asyncapi.json`` (the AsyncAPI document of every command, outcome and event subject, built
+from the code at start), the usage reports as CSV at ``/usage.csv`` (``usage.download``), and
+the web console at ``/console/`` (``services.gateway.console``: static pages, public);
+``/metrics`` for Prometheus (``services.gateway.metrics``, docs/metrics.md). A subscriber that
+leaves while it is sent to is one INFO line, not strawberry's ERROR traceback.
 
 GraphQL over HTTP, ``/asyncapi.json`` and ``/usage.csv`` sit behind the HTTP edge
 (``services.gateway.edge``: authenticated, rate limited, recorded in the access log);
@@ -14,6 +16,7 @@ signed-in caller like every other operation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,6 +28,9 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
 
 from commands.asyncapi import build_document
 from events.store import EventStore
@@ -32,6 +38,7 @@ from services.gateway.auth.authenticate import AuthError
 from services.gateway.auth.ratelimit import Limiter, LocalLimiter
 from services.gateway.console.routes import console_routes
 from services.gateway.context import Context, Services
+from services.gateway.core import probes
 from services.gateway.edge import (
     BEARER_KEY,
     PRINCIPAL_KEY,
@@ -43,15 +50,30 @@ from services.gateway.edge import (
     Send,
     record_access,
 )
+from services.gateway.errors import is_disconnect
 from services.gateway.graphiql import ASSETS, ASSETS_URL, local_page
 from services.gateway.metrics import gateway_metrics
 from services.gateway.schema import schema
 from services.gateway.usage.download import usage_csv_app
 
+log = logging.getLogger(__name__)
+
 GRAPHIQL_PAGE = local_page()
 
 
+class _TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    async def handle_task_exception(self, error: Exception) -> None:
+        """A subscriber that left while it was being sent to is expected (INFO, no
+        traceback); anything else is strawberry's ERROR with its traceback."""
+        if is_disconnect(error):
+            log.info("a subscriber left while being sent to (%r)", error)
+            return
+        await super().handle_task_exception(error)
+
+
 class JetyardGraphQL(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = _TransportWS
+
     def __init__(self, services: Services) -> None:
         super().__init__(
             schema,
@@ -95,27 +117,6 @@ class JetyardGraphQL(GraphQL[Context, None]):
         await record_access(services, principal, context.source, operation, "ok")
 
 
-async def health(services: Services, store: EventStore) -> tuple[bool, dict[str, Any]]:
-    """Caught up = the views hold every event the log had when we asked. Quarantined events
-    make it "degraded": still serving (200), naming them, until an operator acts."""
-    try:
-        log_end = await store.stream_last_seq()
-        views = await services.views.position()
-        held = [] if services.quarantine is None else await services.quarantine.recent_entries()
-    except Exception as exc:
-        return False, {"ok": False, "status": "down", "error": repr(exc)}
-    ok = views >= log_end and services.bus.nc.is_connected
-    body: dict[str, Any] = {"ok": ok, "log_end": log_end, "views_position": views}
-    body["status"] = ("degraded" if held else "ok") if ok else "catching-up"
-    if held:
-        body["quarantined"] = [
-            {"consumer": p.consumer, "seq": p.seq, "subject": p.subject, "error": p.error}
-            for p in held[:20]
-        ]
-        body["quarantined_count"] = len(held)
-    return ok, body
-
-
 def _cached(app: ASGIApp) -> ASGIApp:
     """The vendored GraphiQL files never change under a name: cache them for a year."""
 
@@ -134,6 +135,12 @@ def _cached(app: ASGIApp) -> ASGIApp:
     return cached
 
 
+def _probe(answer: tuple[bool, dict[str, Any]]) -> JSONResponse:
+    ok, body = answer
+    # Never cached: a probe's answer is about this moment.
+    return JSONResponse(body, status_code=200 if ok else 503, headers={"cache-control": "no-store"})
+
+
 def build_app(services: Services) -> Starlette:
     graphql = JetyardGraphQL(services)
     store = EventStore(services.bus)
@@ -142,9 +149,14 @@ def build_app(services: Services) -> Starlette:
     # Built once: the document depends only on the code this process runs.
     asyncapi = JSONResponse(build_document())
 
+    async def live(_: Request) -> JSONResponse:
+        return _probe(await probes.livez())
+
+    async def ready(_: Request) -> JSONResponse:
+        return _probe(await probes.readyz(services, store))
+
     async def healthz(_: Request) -> JSONResponse:
-        ok, body = await health(services, store)
-        return JSONResponse(body, status_code=200 if ok else 503)
+        return _probe(await probes.healthz(services, store))
 
     metrics, counted = gateway_metrics(services)  # docs/metrics.md
     return Starlette(
@@ -153,6 +165,8 @@ def build_app(services: Services) -> Starlette:
             Mount(ASSETS_URL, app=_cached(StaticFiles(directory=ASSETS))),
             Route("/graphql", Authenticated(graphql, services, limiter), methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
+            Route("/livez", live, methods=["GET"]),
+            Route("/readyz", ready, methods=["GET"]),
             Route("/healthz", healthz),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/asyncapi.json", Authenticated(asyncapi, services, limiter), methods=["GET"]),

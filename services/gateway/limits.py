@@ -1,8 +1,10 @@
 """Limits on what one GraphQL request may ask for: depth, aliases, tokens and an estimated
 cost (a list field multiplies the cost of what it selects by the page it asks for), pure
-validation; and how often: operations sent over a WebSocket count against the caller's rate
-limit like HTTP requests (the HTTP middleware never sees them: one connection carries many
-operations), read and written in ``jy-ratelimits`` through the shared limiter."""
+validation; introspection (``__schema``, ``__type``) apart, at the exact size of its answer
+(``core.introspection``) against a limit of its own; and how often: operations sent over a
+WebSocket count against the caller's rate limit like HTTP requests (the HTTP middleware never
+sees them: one connection carries many operations), read and written in ``jy-ratelimits``
+through the shared limiter."""
 
 from __future__ import annotations
 
@@ -39,16 +41,22 @@ from strawberry.extensions import (
 )
 
 from services.gateway.context import Context
+from services.gateway.core.introspection import INTROSPECTION_ROOTS, IntrospectionCost
 
 MAX_DEPTH = 10
 MAX_ALIASES = 15
 MAX_TOKENS = 2000
 MAX_COST = 20_000
+MAX_INTROSPECTION_COST = 100_000
+"""Fields in the answer to the introspection of one operation: GraphiQL's query (graphql-core's
+``get_introspection_query`` with every option) answers about 9,500 on this schema."""
 DEFAULT_PAGE = 50
 """With ``first`` given as a variable the page is unknown at validation: ten pages' worth."""
 
 
-def cost_rule(max_cost: int) -> type[ValidationRule]:
+def cost_rule(
+    max_cost: int, max_introspection: int = MAX_INTROSPECTION_COST
+) -> type[ValidationRule]:
     class CostLimit(ValidationRule):
         def __init__(self, context: ValidationContext) -> None:
             super().__init__(context)
@@ -64,17 +72,24 @@ def cost_rule(max_cost: int) -> type[ValidationRule]:
                 OperationType.MUTATION: schema.mutation_type,
                 OperationType.SUBSCRIPTION: schema.subscription_type,
             }
-            walk = _Walk(schema, fragments)
             for definition in document.definitions:
                 if not isinstance(definition, OperationDefinitionNode):
                     continue
+                walk = _Walk(schema, fragments)
                 cost = walk.cost(definition.selection_set, roots.get(definition.operation), set())
+                name = definition.name.value if definition.name else "the operation"
                 if cost > max_cost:
-                    name = definition.name.value if definition.name else "the operation"
                     context.report_error(
                         GraphQLError(
                             f"{name} would cost about {cost} (the limit is {max_cost}): "
                             "ask for smaller pages or fewer nested fields"
+                        )
+                    )
+                if walk.introspection > max_introspection:
+                    context.report_error(
+                        GraphQLError(
+                            f"{name}'s introspection would cost {walk.introspection} fields (the "
+                            f"limit is {max_introspection}): ask for less of the schema at once"
                         )
                     )
 
@@ -83,11 +98,14 @@ def cost_rule(max_cost: int) -> type[ValidationRule]:
 
 class _Walk:
     """The estimated cost of a selection, knowing each field's type: a list or a connection
-    asked for without ``first`` counts at its default page size, as the resolver serves it."""
+    asked for without ``first`` counts at its default page size, as the resolver serves it.
+    Introspection is counted apart, in ``introspection``."""
 
     def __init__(self, schema: GraphQLSchema, fragments: dict[str, FragmentDefinitionNode]) -> None:
         self.schema = schema
         self.fragments = fragments
+        self.introspection = 0
+        self._introspected = IntrospectionCost(schema, fragments)
 
     def cost(
         self, selection: SelectionSetNode | None, parent: GraphQLNamedType | None, seen: set[str]
@@ -96,7 +114,9 @@ class _Walk:
             return 0
         total = 0
         for node in selection.selections:
-            if isinstance(node, FieldNode):
+            if isinstance(node, FieldNode) and node.name.value in INTROSPECTION_ROOTS:
+                self.introspection += self._introspected.root(node)
+            elif isinstance(node, FieldNode):
                 field_type = _field_type(parent, node.name.value)
                 named = get_named_type(field_type) if field_type is not None else None
                 if node.selection_set:

@@ -4,8 +4,9 @@ the waiting ones, in batches. A page of 2,000 rows follows it on one subscriptio
 one ``sessionStatus`` each (a connection carries at most 100, and each costs a consumer).
 
 Reads ``ev.session.*`` through a JetStream consumer from the log's end (only status events are
-decoded), the queue board (``jy-queues``) for positions, and, for a session first met in the
-middle of its life, the sessions view (or its first event) for its owner. Writes nothing."""
+decoded), the queue board (``jy-queues``) for positions, the views' position (a batch is sent
+once they hold it), and, for a session first met in the middle of its life, the sessions view
+(or its first event) for its owner. Writes nothing."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ MAX_KNOWN = 50_000
 MAX_BEHIND = 100_000
 """How far back in the log a subscriber may ask to start (``after``)."""
 SETTLE_S = 5.0
-"""How long a batch with a new session waits for the views to hold it (then it goes anyway)."""
+"""How long a batch waits for the views to hold its changes (then it goes anyway)."""
 REQUESTED = "SessionRequested"
 PENDING = SessionStatus.PENDING
 
@@ -242,9 +243,9 @@ async def sessions_changed(
                 changes.extend(feed.moves())
             if not changes:
                 continue
-            added = [c.seq for c in changes if c.added]
-            if added:
-                await ctx.views.wait_for(max(added), SETTLE_S)
+            # Sent once the views hold every change in it: a read on hearing of a change
+            # (``session(id)``, a page) sees at least that change.
+            await ctx.views.wait_for(max(c.seq for c in changes), SETTLE_S)
             yield SessionChanges(changes=changes)
     finally:
         for task in (fetching, moved):

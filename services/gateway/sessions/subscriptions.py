@@ -3,12 +3,13 @@ core subscription), authorises on the log, not the view (who may read a session 
 its first event's owner), and writes nothing.
 
 - ``sessionStatus``: one session's status changes from ``ev.session.<id>``, with its queue
-  position from the ``jy-queues`` board while PENDING (``status_feed``).
+  position from the ``jy-queues`` board while PENDING (``status_feed``), each once the views
+  hold it: ``session(id)`` read on hearing of a change answers at least that change.
 - ``sessionsAdded``: each session the caller may read that is requested from now on (from the
   console, the CLI, the SDK or anyone who may start sessions for them), once the views hold it.
 - ``sessionsChanged``: that, and every status change and queue move of any session the caller
-  may read, in batches, on one subscription however long the list (``list_feed``). Both read
-  ``ev.session.*`` from the log's end.
+  may read, in batches (each once the views hold it), on one subscription however long the
+  list (``list_feed``). Both read ``ev.session.*`` from the log's end.
 - ``sessionOutput``: a session's kernel output from any line, then live, from ``JY_OUTPUT``
   (``output.<session id>.*``, ``output_feed``); it ends once the session has ended and all its
   output is delivered. With the rule for reading logs (the owner, or an admin of its domain);
@@ -39,11 +40,16 @@ from services.gateway.sessions.output_feed import OutputChunk, dropped_marker, l
 from services.gateway.sessions.status_feed import session_updates
 from services.gateway.sessions.types import StatusChange
 
+SETTLE_S = 5.0
+"""How long a change waits for the views to hold it (then it goes anyway: a subscriber is
+not kept waiting on a stalled projector)."""
+
 
 @strawberry.type
 class StatusSubscription:
     @strawberry.subscription(
         description="One session's status changes, from its first; ends at a final status. "
+        "Each is sent once the views hold it (`session(id)` then answers at least it). "
         "While PENDING, each carries its queue position, and a move in the queue is pushed "
         "as the same change again with the new position."
     )
@@ -59,11 +65,11 @@ class StatusSubscription:
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
         async for update in session_updates(ctx.bus, ctx.services.queues, session_id):
             check_still_valid(ctx)
+            # Told once the views hold it: a read on hearing of it sees at least this change.
+            await ctx.views.wait_for(update.change.seq, SETTLE_S)
             yield StatusChange.of(update.change, update.queue)
 
 
-SETTLE_S = 5.0
-"""How long an addition waits for the views to hold the session (then it goes anyway)."""
 REQUESTED = SessionRequested.event_name
 
 
@@ -112,8 +118,9 @@ class SessionsSubscription:
             yield added
 
     @strawberry.subscription(
-        description="Every change to the sessions you may read from now on, in batches: a "
-        "session requested (`added`: ask `session(id)`, the views hold it), each status change, "
+        description="Every change to the sessions you may read from now on, in batches, each "
+        "sent once the views hold it: a session requested (`added`: ask `session(id)`), each "
+        "status change, "
         "and while PENDING each move in its queue. `pending`: sessions your list already shows "
         "waiting, whose queue moves you want too (at most 500). `after`: start after this log "
         "position (a `sessions` page's `seq`, or the last change's), so nothing between "
