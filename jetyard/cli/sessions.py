@@ -1,7 +1,8 @@
-"""``jetyard run``, ``ps``, ``logs``, ``rm``, ``images`` and ``apps``: compute sessions from
-the shell, through the SDK (``jetyard.sdk.sessions``), signed in as ``jetyard.sdk.config`` says. A
-session is named by its id, its name, or a unique prefix of its id (8+ characters:
-``Sessions.resolve``); ``ps`` says how each ended (``terminated`` when its end was asked for).
+"""``jetyard run``, ``ps``, ``logs``, ``rm``, ``images``, ``apps`` and ``quota``: compute
+sessions from the shell, through the SDK (``jetyard.sdk.sessions``), signed in as
+``jetyard.sdk.config`` says. A session is named by its id, its name, or a unique prefix of its
+id (8+ characters: ``Sessions.resolve``); ``ps`` says how each ended (``terminated`` when its
+end was asked for) and its resources in total; ``quota`` says held, waiting and limit apart.
 
 ``jetyard run IMAGE -- CMD...`` creates a batch session, says its status changes on stderr,
 streams its output to stdout live (the ``sessionOutput`` subscription, from line 0) and exits
@@ -25,7 +26,7 @@ from jetyard.cli.sessions_args import add_parsers, env_pairs
 from jetyard.sdk.async_client import AsyncClient
 from jetyard.sdk.config import ConfigError, Credentials
 from jetyard.sdk.errors import JetyardError
-from jetyard.sdk.models import Mount, StatusChange
+from jetyard.sdk.models import Mount, QuotaSlot, StatusChange
 from jetyard.sdk.sessions import FINAL, no_session
 
 __all__ = ["COMMANDS", "add_parsers", "run"]
@@ -110,9 +111,11 @@ async def _ps(jy: AsyncClient, args: argparse.Namespace) -> int:
         ui.json_lines(s.as_json() for s in found)
         return 0
     now = datetime.now(UTC)
-    columns = ("id", "name", "image", "type", "status", "cpu", "memory", "gpu", "ended", "created")
+    # The resources are the session's total: every kernel's together.
+    columns = ("id", "name", "image", "type", "status", "kernels", "cpu", "memory", "gpu",
+               "ended", "created")  # fmt: skip
     ui.table(columns, (
-        (s.id, s.name, s.image, s.type, s.status, s.resources.cpu,
+        (s.id, s.name, s.image, s.type, s.status, s.cluster_size, s.resources.cpu,
          ui.human_bytes(int(s.resources.memory_bytes)), s.resources.gpu, s.ended_as,
          ui.ago(s.created_at, now))
         for s in found
@@ -194,12 +197,41 @@ async def _images(jy: AsyncClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _amount(slot: str, value: str) -> str:
+    if value == "unlimited" or slot != "memory":
+        return value
+    return ui.human_bytes(int(value))
+
+
+def _three(slot: QuotaSlot) -> str:
+    """``held / waiting / limit``: three numbers, never added together."""
+    return " / ".join(_amount(slot.slot, v) for v in (slot.held, slot.waiting, slot.limit))
+
+
+async def _quota(jy: AsyncClient, args: argparse.Namespace) -> int:
+    found = await jy.admin.quotas()
+    if args.json:
+        ui.json_lines(q.as_json() for q in found)
+        return 0
+    columns = ("scope", "name", "running", "waiting", "cpu", "memory", "gpu")
+    ui.table(columns, (
+        (q.scope, q.name, q.holding, q.waiting,
+         *(_three(s) for s in sorted(q.slots, key=lambda s: SLOT_ORDER.index(s.slot))))
+        for q in found
+    ))  # fmt: skip
+    _say("each resource: held by running sessions / asked for by waiting ones / the limit")
+    return 0
+
+
+SLOT_ORDER = ("cpu", "memory", "gpu")
+
 HANDLERS: dict[str, Callable[[AsyncClient, argparse.Namespace], Awaitable[int]]] = {
     "ps": _ps,
     "logs": _logs,
     "rm": _rm,
     "images": _images,
     "apps": _apps,
+    "quota": _quota,
 }
 COMMANDS = ("run", *HANDLERS)
 

@@ -106,6 +106,12 @@ def add_parsers(sub: Any) -> None:
     images.add_argument("--json", action="store_true", help="JSON lines, one image each")
     add_credential_options(images)
 
+    quota = sub.add_parser(
+        "quota", help="what you hold, what your waiting sessions ask for, and your limits"
+    )
+    quota.add_argument("--json", action="store_true", help="JSON lines, one scope each")
+    add_credential_options(quota)
+
     apps = sub.add_parser("apps", help="a session's apps; with APP, the URL to open it")
     apps.add_argument("session", help=SESSION_HELP)
     apps.add_argument("app", nargs="?", help="an app's name: print its URL (startApp)")

@@ -81,6 +81,20 @@ def test_scripted_shell_names_images_and_a_requested_end(stack: Jetyard) -> None
     held = {i["name"]: i for i in map(json.loads, images.stdout.splitlines())}
     assert held[TEST_IMAGE]["nodes"] == 1 and held[TEST_IMAGE]["resourceGroups"], held
 
+    def held_cpu() -> tuple[int, str]:
+        quota = _jetyard(me, "quota", "--json")
+        assert quota.returncode == 0, quota.stderr
+        [keypair] = [
+            q for q in map(json.loads, quota.stdout.splitlines()) if q["scope"] == "keypair"
+        ]
+        [cpu] = [s for s in keypair["slots"] if s["slot"] == "cpu"]
+        return keypair["holding"], cpu["held"]
+
+    holding, cpu = held_cpu()
+    assert holding == 1 and float(cpu) > 0, (holding, cpu)
+    shown = _jetyard(me, "quota")
+    assert "held by running sessions / asked for by waiting ones / the limit" in shown.stderr
+
     removed = _jetyard(me, "rm", name)
     assert removed.returncode == 0 and removed.stdout.startswith(session_id), removed.stderr
     me.finished(session_id, frozenset({"TERMINATED"}))
@@ -88,4 +102,5 @@ def test_scripted_shell_names_images_and_a_requested_end(stack: Jetyard) -> None
     ended = [json.loads(line) for line in listed.stdout.splitlines()]
     [row] = [s for s in ended if s["id"] == session_id]
     assert (row["endedAs"], row["exitCode"]) == ("terminated", 143), row
+    assert held_cpu() == (0, "0")  # given back by the decision that ended it
     assert "failed" not in _jetyard(me, "ps", "--all").stdout
