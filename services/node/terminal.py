@@ -114,7 +114,7 @@ async def pty(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     size = size_of(websocket.query_params.get("cols"), websocket.query_params.get("rows"))
-    async with shell.start() as stream:
+    async with _started(shell) as stream:
         if size is not None:
             await _resize(shell, *size, tries=20)
         client_left = await _relay(websocket, shell, stream)
@@ -125,6 +125,23 @@ async def pty(websocket: WebSocket) -> None:
         await _kill_marked(container, marker)
     with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # gone already
         await websocket.close(code=1000)
+
+
+STREAM_GONE = (RuntimeError, OSError, AssertionError)
+"""What aiodocker's exec stream raises once the engine has closed it: a write or a close then
+finds its connection released (aiodocker asserts it is there)."""
+
+
+@contextlib.asynccontextmanager
+async def _started(run: Exec) -> AsyncIterator[Stream]:
+    """The exec's stream, closed at the end however far the engine got in closing it."""
+    stream = run.start()
+    await stream.__aenter__()
+    try:
+        yield stream
+    finally:
+        with contextlib.suppress(*STREAM_GONE):
+            await stream.close()
 
 
 async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
@@ -142,9 +159,11 @@ async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
                     if size is not None:
                         await _resize(shell, *size)
                         continue
-                    await stream.write_in(text.encode())
+                    with contextlib.suppress(*STREAM_GONE):  # the shell ended: outbound says so
+                        await stream.write_in(text.encode())
                 else:
-                    await stream.write_in(message.get("bytes") or b"")
+                    with contextlib.suppress(*STREAM_GONE):
+                        await stream.write_in(message.get("bytes") or b"")
 
     async def outbound() -> None:
         while (message := await stream.read_out()) is not None:
@@ -180,7 +199,7 @@ async def _command(
     except (WebSocketDisconnect, KeyError, RuntimeError):  # gone, or sent bytes first
         await _end(websocket, error_message('the first frame must be {"exec": [...]}'))
         return
-    async with run.start() as stream:
+    async with _started(run) as stream:
         client_left = await _relay_command(websocket, run, stream)
         if client_left:
             _close_stdin(stream)
@@ -212,7 +231,7 @@ async def _relay_command(websocket: WebSocket, run: Exec, stream: Stream) -> boo
                         await stream.write_in(
                             text.encode() if text else message.get("bytes") or b""
                         )
-                    except (RuntimeError, OSError):  # the command has ended: its end says so
+                    except STREAM_GONE:  # the command has ended: its end says so
                         typing = False
 
     async def outbound() -> None:
