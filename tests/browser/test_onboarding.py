@@ -20,7 +20,7 @@ from jetyard.sdk import Client
 from schemas.tenancy import project_id_for
 from tests.browser.support import Researcher, shot, sign_in
 from tests.browser.test_console import FINAL, new_session, status
-from tests.e2e.conftest import TEST_IMAGE, Jetyard
+from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.e2e.user_support import jetyard, keypair_env, user_env
 
 ROOT = Path(__file__).parents[2]
@@ -148,6 +148,13 @@ def test_the_people_page_adds_a_person_a_project_and_a_keypair(
     expect(page.locator(f"#op-policies tr:has-text('small-{stack.port}')")).to_contain_text(
         "sessions at once: 2"
     )
+    page.fill("#op-policy-name", f"small-{stack.port}")  # and changed
+    page.fill("#op-policy-sessions", "3")
+    page.check("#op-policy-change")
+    page.click("#op-add-policy button[type=submit]")
+    expect(page.locator(f"#op-policies tr:has-text('small-{stack.port}')")).to_contain_text(
+        "sessions at once: 3"
+    )
     page.fill("#op-group-name", f"class-{stack.port}")
     page.select_option("#op-group-project", label=f"{term} (default)")
     page.click("#op-add-group button[type=submit]")
@@ -156,6 +163,20 @@ def test_the_people_page_adds_a_person_a_project_and_a_keypair(
     read = stack.gql("{ resourceGroups(first: 100) { name projects } }")  # checking, not doing
     (group,) = [g for g in read["data"]["resourceGroups"] if g["name"] == f"class-{stack.port}"]
     assert group["projects"] == [project_id_for("default", term)]
+    page.fill("#op-change-group-name", f"class-{stack.port}")
+    page.fill("#op-change-group-pids", "256")
+    page.select_option("#op-change-group-wait", "true")
+    page.click("#op-change-group button[type=submit]")
+    expect(page.locator("#op-people-result")).not_to_contain_text("refused")
+
+    def changed() -> bool:
+        groups = stack.gql("{ resourceGroups(first: 100) { name pidsLimit waitForLargerNodes } }")
+        found = [g for g in groups["data"]["resourceGroups"] if g["name"] == f"class-{stack.port}"]
+        return found == [
+            {"name": f"class-{stack.port}", "pidsLimit": 256, "waitForLargerNodes": True}
+        ]
+
+    wait_until(changed, "the group changed from the console", 30)
     shot(page, "onboarding-people-changed")
 
     # A project name that is not there: the form says so, naming the domain's projects.

@@ -22,6 +22,12 @@ const DEACTIVATE_USER = "mutation Deactivate($id: ID!) { deactivateUser(id: $id,
 const CREATE_POLICY = `mutation Policy($name: String!, $keypair: KeypairPolicyInput!) {
   createResourcePolicy(kind: "keypair", name: $name, keypair: $keypair) { status message }
 }`;
+const MODIFY_POLICY = `mutation ChangePolicy($name: String!, $keypair: KeypairPolicyInput!) {
+  modifyResourcePolicy(kind: "keypair", name: $name, keypair: $keypair) { status message }
+}`;
+const MODIFY_GROUP = `mutation ChangeGroup($name: String!, $description: String, $wait: Boolean, $pids: Int) {
+  modifyResourceGroup(name: $name, description: $description, waitForLargerNodes: $wait, pidsLimit: $pids) { status message }
+}`;
 const CREATE_GROUP = `mutation Group($name: String!, $description: String!) {
   createResourceGroup(name: $name, description: $description) { status message }
 }`;
@@ -153,17 +159,22 @@ export function peopleForms({ domains, projects, users, domain, role: myRole, se
   return h("section", { class: "card", id: "op-people-forms" }, h("h2", {}, "Bring people in"), forms);
 }
 
-/** What only a superadmin changes: keypair resource policies and resource groups. */
+/** What only a superadmin makes and changes: keypair resource policies and resource groups. */
 function clusterForms(projects, said, result, reload) {
   const policyName = h("input", { type: "text", id: "op-policy-name", placeholder: "name", required: true });
   const sessions = h("input", { type: "number", id: "op-policy-sessions", placeholder: "sessions at once", min: "1" });
   const cpu = h("input", { type: "text", id: "op-policy-cpu", placeholder: "CPU, e.g. 4" });
   const memory = h("input", { type: "text", id: "op-policy-memory", placeholder: "memory, e.g. 16g" });
   const gpu = h("input", { type: "text", id: "op-policy-gpu", placeholder: "GPU, e.g. 1" });
-  const addPolicy = form("op-add-policy", "Add a keypair policy", [policyName, sessions, cpu, memory, gpu], "Add", async () => {
+  const changePolicy = h("input", { type: "checkbox", id: "op-policy-change" });
+  const changeLabel = h("label", { for: "op-policy-change" }, "replace the policy of this name (blank: no limit)");
+  const addPolicy = form("op-add-policy", "Add or change a keypair policy", [policyName, sessions, cpu, memory, gpu, changePolicy, changeLabel], "Save", async () => {
     const slots = { cpu: cpu.value || null, memory: memory.value || null, gpu: gpu.value || null };
     const keypair = { totalResourceSlots: slots, maxConcurrentSessions: sessions.value ? Number(sessions.value) : null };
-    said((await gql(CREATE_POLICY, { name: policyName.value.trim(), keypair })).createResourcePolicy.message);
+    const name = policyName.value.trim();
+    said(changePolicy.checked
+      ? (await gql(MODIFY_POLICY, { name, keypair })).modifyResourcePolicy.message
+      : (await gql(CREATE_POLICY, { name, keypair })).createResourcePolicy.message);
     await reload();
   }, result);
 
@@ -177,7 +188,21 @@ function clusterForms(projects, said, result, reload) {
     said([made, joined].filter(Boolean).join("; "));
     await reload();
   }, result);
-  return [addPolicy, addGroup];
+  const changeName = h("input", { type: "text", id: "op-change-group-name", placeholder: "group name", required: true });
+  const changeDescription = h("input", { type: "text", id: "op-change-group-description", placeholder: "new description (blank: as is)" });
+  const pids = h("input", { type: "number", id: "op-change-group-pids", placeholder: "process limit per kernel", min: "16" });
+  const wait = select("op-change-group-wait", [["", "too-large requests: as is"], ["false", "refuse too-large requests"], ["true", "let too-large requests wait"]], "");
+  const changeGroup = form("op-change-group", "Change a resource group", [changeName, changeDescription, pids, wait], "Change", async () => {
+    const asked = {
+      name: changeName.value.trim(),
+      description: changeDescription.value || null,
+      pids: pids.value ? Number(pids.value) : null,
+      wait: wait.value === "" ? null : wait.value === "true",
+    };
+    said((await gql(MODIFY_GROUP, asked)).modifyResourceGroup.message);
+    await reload();
+  }, result);
+  return [addPolicy, addGroup, changeGroup];
 }
 
 /** The button in a user's row that issues them a keypair and shows its secret once. */
