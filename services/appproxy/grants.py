@@ -19,8 +19,8 @@ import nats.js.errors
 from nats.js.kv import KeyValue
 
 from events.bus import Bus
-from events.cancelling import cancelling
-from schemas.app_tokens import claimed_key, revocation_of
+from events.kv_watch import watch_keys
+from schemas.app_tokens import REVOKED_PREFIX, claimed_key, revocation_of
 from schemas.subjects import GRANTS_BUCKET
 
 log = logging.getLogger(__name__)
@@ -78,24 +78,10 @@ class Grants:
             self._task = None
 
     async def _watch(self) -> None:
-        while not cancelling():
-            try:
-                kv = await self._bucket()
-                watcher = await kv.watch("revoked.>", include_history=False)
-                try:
-                    async for entry in watcher:
-                        if entry is None:  # what was there at the start is all in
-                            self.listed.set()
-                            continue
-                        self._update(entry.key, entry.value, entry.operation)
-                finally:
-                    with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-                if cancelling():
-                    raise asyncio.CancelledError from exc
-                log.warning("appproxy: watching revocations failed (%r); watching again", exc)
-                await asyncio.sleep(self._retry_after_s)
+        await watch_keys(
+            self._bus, GRANTS_BUCKET, f"{REVOKED_PREFIX}>", self._update,
+            listed=self.listed, retry_after_s=self._retry_after_s, what="appproxy revocations",
+        )  # fmt: skip
 
     def _update(self, key: str, value: bytes | None, operation: str | None) -> None:
         target = revocation_of(key)

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 
 import aiodocker
 import uvicorn
@@ -144,6 +144,20 @@ async def _started(run: Exec) -> AsyncIterator[Stream]:
             await stream.close()
 
 
+async def _first_to_end(inbound: Awaitable[None], outbound: Awaitable[None]) -> bool:
+    """Run both halves of a relay until one ends, then stop the other; whether the client's
+    half (``inbound``) ended first."""
+    client = asyncio.ensure_future(inbound)
+    tasks = {client, asyncio.ensure_future(outbound)}
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return client in done
+
+
 async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
     """Relay until one side ends; whether it was the client."""
 
@@ -169,15 +183,7 @@ async def _relay(websocket: WebSocket, shell: Exec, stream: Stream) -> bool:
         while (message := await stream.read_out()) is not None:
             await websocket.send_bytes(message.data)
 
-    client = asyncio.create_task(inbound())
-    tasks = {client, asyncio.create_task(outbound())}
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return client in done
+    return await _first_to_end(inbound(), outbound())
 
 
 async def _command(
@@ -253,15 +259,7 @@ async def _relay_command(websocket: WebSocket, run: Exec, stream: Stream) -> boo
         finally:
             reading.cancel()
 
-    client = asyncio.create_task(inbound())
-    tasks = {client, asyncio.create_task(outbound())}
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return client in done
+    return await _first_to_end(inbound(), outbound())
 
 
 def _close_stdin(stream: Stream) -> None:

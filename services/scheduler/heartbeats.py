@@ -15,11 +15,8 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
-import nats.errors
-import nats.js.errors
-
 from events.bus import Bus
-from events.cancelling import cancelling
+from events.kv_watch import watch_keys
 from schemas.subjects import HEARTBEATS_BUCKET
 
 log = logging.getLogger(__name__)
@@ -61,24 +58,11 @@ class HeartbeatWatch:
                 self._on_gone(agent_id)
 
     async def _watch(self) -> None:
-        while not cancelling():
-            try:
-                kv = await self._bus.js.key_value(HEARTBEATS_BUCKET)
-                watcher = await kv.watch(f"{PREFIX}*", include_history=False)
-                try:
-                    async for entry in watcher:
-                        if entry is None:  # the keys present at the start are all in
-                            self.listed.set()
-                            continue
-                        self._update(entry.key, entry.operation)
-                finally:
-                    with contextlib.suppress(nats.errors.Error, nats.js.errors.Error):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-                if cancelling():
-                    raise asyncio.CancelledError from exc
-                log.warning("heartbeat watch failed (%r); watching again", exc)
-                await asyncio.sleep(self._retry_after_s)
+        await watch_keys(
+            self._bus, HEARTBEATS_BUCKET, f"{PREFIX}*",
+            lambda key, _, operation: self._update(key, operation),
+            listed=self.listed, retry_after_s=self._retry_after_s, what="heartbeats",
+        )  # fmt: skip
 
     def _update(self, key: str, operation: str | None) -> None:
         if not key.startswith(PREFIX):
