@@ -139,7 +139,9 @@ def read_roster(text: str) -> list[Newcomer]:
 def _newcomer(line: int, cells: dict[str, str]) -> Newcomer:
     email = cells["email"]
     if not _ROSTER_EMAIL.match(email):
-        raise RosterError(line, f"email {email!r} is not an email address, e.g. ada@example.org")
+        raise RosterError(
+            line, f"email {email[:80]!r} is not an email address, e.g. ada@example.org"
+        )
     if not cells["project"]:
         raise RosterError(line, f"no project for {email}")
     role = (cells.get("role") or "user").lower()

@@ -48,7 +48,12 @@ MIN_PREFIX = 8
 
 
 def no_session(session_id: str) -> JetyardError:
-    return JetyardError(f"there is no session {session_id}", code="not-found")
+    return JetyardError(f"there is no session {_shown(session_id)}", code="not-found")
+
+
+def _shown(ref: str) -> str:
+    """What a person typed, quoted back at most 80 characters long."""
+    return ref if len(ref) <= 80 else f"{ref[:80]}..."
 
 
 def named(ref: str, sessions: Sequence[SessionSummary]) -> SessionSummary:
@@ -69,12 +74,12 @@ def named(ref: str, sessions: Sequence[SessionSummary]) -> SessionSummary:
         return found[0]
     if not found:
         short = f" (an id prefix needs {MIN_PREFIX} characters)" if len(ref) < MIN_PREFIX else ""
-        raise JetyardError(f"there is no session {ref}{short}", code="not-found")
+        raise JetyardError(f"there is no session {_shown(ref)}{short}", code="not-found")
     listed = "; ".join(f"{s.id} ({s.name or 'no name'}, {s.status})" for s in found[:10]) + (
         "; ..." if len(found) > 10 else ""
     )
     raise JetyardError(
-        f"{ref!r} names {len(found)} sessions: {listed}; give one's id", code="ambiguous"
+        f"{_shown(ref)!r} names {len(found)} sessions: {listed}; give one's id", code="ambiguous"
     )
 
 

@@ -237,7 +237,7 @@ def choice(field: str, text: str, kind: type[E]) -> E:
 def email(text: str) -> str:
     value = text.strip()
     if len(value) > 254 or not _EMAIL.match(value) or control_character(value) is not None:
-        raise InputError(f"email {text!r} is not an email address, e.g. ada@example.org")
+        raise InputError(f"email {text[:80]!r} is not an email address, e.g. ada@example.org")
     return value
 
 
