@@ -13,12 +13,17 @@ from commands.errors import DomainError
 from events.domain.agent import (
     AgentImagesChanged,
     AgentRegistered,
+    ImagePullFailed,
+    ImagePullFinished,
+    ImagePullProgressed,
+    ImagePullStarted,
     KernelExited,
     KernelFailedToStart,
     KernelServicePortsReported,
     KernelStarted,
 )
 from schemas.devices import DeviceInfo, NumaNode
+from schemas.images import PullCause, PulledLayer
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ReportedPort
 from schemas.subjects import AggregateType
@@ -54,6 +59,7 @@ class Agent(Aggregate):
         images: tuple[str, ...]
         volumes: tuple[str, ...] = ()  # a default: older snapshots have none
         running: dict[str, RunningKernel]
+        pulling: dict[str, dict[str, str]] = {}  # a default: older snapshots have none
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -67,6 +73,9 @@ class Agent(Aggregate):
         # Kernel id -> its container: survives re-registration, because a restarted agent
         # re-attaches its containers and reports exits that happened while it was down.
         self.running: dict[str, RunningKernel] = {}
+        # Image reference -> the kernels (and their sessions) its pull in flight serves:
+        # what a restarted agent finds unfinished, and what operators see per node.
+        self.pulling: dict[str, dict[str, str]] = {}
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -148,6 +157,37 @@ class Agent(Aggregate):
             return False
         return self._trigger(self.ImagesChanged, now, images=wanted)
 
+    # ---- image pulls ---------------------------------------------------------------------
+
+    def pull_started(self, reference: str, kernels: dict[str, str], now: datetime) -> bool:
+        """A pull began (again, after a restart: its layers on disk are not fetched twice)."""
+        return self._trigger(self.PullStarted, now, reference=reference, kernels=dict(kernels))
+
+    def pull_progressed(
+        self, reference: str, done: int, total: int, layers: Iterable[PulledLayer], now: datetime
+    ) -> bool:
+        kernels = self.pulling.get(reference)
+        if kernels is None:
+            return False  # not started (or over): a late report
+        return self._trigger(
+            self.PullProgressed, now, reference=reference, done_bytes=done, total_bytes=total,
+            layers=tuple(layers), kernels=kernels,
+        )  # fmt: skip
+
+    def pull_finished(self, reference: str, digest: str, now: datetime) -> bool:
+        kernels = self.pulling.get(reference)
+        if kernels is None:
+            return False
+        return self._trigger(
+            self.PullFinished, now, reference=reference, digest=digest, kernels=kernels
+        )
+
+    def pull_failed(self, reference: str, cause: PullCause, reason: str, now: datetime) -> bool:
+        kernels = self.pulling.get(reference, {})
+        return self._trigger(
+            self.PullFailed, now, reference=reference, cause=cause, reason=reason, kernels=kernels
+        )
+
     def kernel_started(
         self, kernel_id: str, session_id: str, container_id: str, now: datetime
     ) -> bool:
@@ -217,6 +257,25 @@ class Agent(Aggregate):
     class ImagesChanged(AgentImagesChanged, Aggregate.Event):
         def apply(self, agent: Agent) -> None:
             agent.images = self.images
+
+    class PullStarted(ImagePullStarted, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            # A kernel joining a pull under way is named by a start of its own.
+            agent.pulling[self.reference] = {
+                **agent.pulling.get(self.reference, {}),
+                **self.kernels,
+            }
+
+    class PullProgressed(ImagePullProgressed, Aggregate.Event):
+        pass  # how far it is: for the people waiting, not the agent's state
+
+    class PullFinished(ImagePullFinished, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.pulling.pop(self.reference, None)
+
+    class PullFailed(ImagePullFailed, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.pulling.pop(self.reference, None)
 
     class Started(KernelStarted, Aggregate.Event):
         def apply(self, agent: Agent) -> None:

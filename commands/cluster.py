@@ -18,7 +18,9 @@ from commands.errors import DomainError
 from events.domain.tenancy import (
     ImageForgotten,
     ImageModified,
+    ImagePullPolicySet,
     ImageRegistered,
+    ImageScanned,
     ResourceGroupAssociated,
     ResourceGroupCreated,
     ResourceGroupDeactivated,
@@ -26,6 +28,7 @@ from events.domain.tenancy import (
     ResourceGroupModified,
     ResourceGroupReactivated,
 )
+from schemas.images import PullPolicy
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ServicePort, ServicePortError, check_service_ports
 from schemas.session import SessionType
@@ -186,6 +189,11 @@ class Image(Aggregate):
         max_resources: SlotLimits
         forgotten: bool
         service_ports: tuple[ServicePort, ...] = ()  # a default: older snapshots have none
+        registry: str = ""
+        digest: str = ""
+        architecture: str = ""
+        size_bytes: int = 0
+        pull_policy: PullPolicy | None = None
 
     def __init__(self) -> None:
         self.name = ""
@@ -193,6 +201,13 @@ class Image(Aggregate):
         self.max_resources = SlotLimits()
         self.forgotten = False
         self.service_ports: tuple[ServicePort, ...] = ()
+        self.registry = ""
+        """The registry a rescan found it in ("": registered by hand)."""
+        self.digest = ""
+        self.architecture = ""
+        self.size_bytes = 0
+        self.pull_policy: PullPolicy | None = None
+        """None: its resource group's."""
 
     @classmethod
     def register(
@@ -236,6 +251,46 @@ class Image(Aggregate):
     def forget(self, reason: str, now: datetime) -> bool:
         return not self.forgotten and self._trigger(self.Forgotten, now, reason=reason)
 
+    @classmethod
+    def found(
+        cls, name: str, registry: str, digest: str, architecture: str, size_bytes: int,
+        min_resources: ResourceSlots, service_ports: Iterable[ServicePort], now: datetime,
+    ) -> Image:  # fmt: skip
+        """First seen by a rescan of ``registry``."""
+        return cls._create(
+            cls.Registered, id=image_id_for(name), timestamp=now, name=name,
+            min_resources=min_resources, max_resources=SlotLimits(),
+            service_ports=_apps(service_ports), registry=registry, digest=digest,
+            architecture=architecture, size_bytes=size_bytes,
+        )  # fmt: skip
+
+    def scanned(
+        self, registry: str, digest: str, architecture: str, size_bytes: int,
+        min_resources: ResourceSlots, service_ports: Iterable[ServicePort], now: datetime,
+    ) -> bool:  # fmt: skip
+        """What a rescan found now: recorded only if it differs from what is known (a tag
+        that moved, other labels), so a rescan of an unchanged registry writes nothing. A
+        forgotten image stays forgotten (an administrator chose that)."""
+        if self.forgotten:
+            return False
+        apps = _apps(service_ports)
+        known = (self.registry, self.digest, self.architecture, self.size_bytes)
+        if known == (registry, digest, architecture, size_bytes) and (
+            (self.min_resources, self.service_ports) == (min_resources, apps)
+        ):
+            return False
+        return self._trigger(
+            self.Scanned, now, registry=registry, digest=digest, architecture=architecture,
+            size_bytes=size_bytes, min_resources=min_resources, service_ports=apps,
+        )  # fmt: skip
+
+    def set_pull_policy(self, policy: PullPolicy | None, now: datetime) -> bool:
+        if self.forgotten:
+            raise ImageForgottenError(f"image {self.name} is forgotten: register it again first")
+        if policy == self.pull_policy:
+            return False
+        return self._trigger(self.PullPolicySet, now, policy=policy)
+
     # ``ImageRegistered`` both starts an image and brings a forgotten one back; loading picks
     # the class by whether the image exists.
     class Registered(ImageRegistered, Aggregate.Created):
@@ -256,6 +311,19 @@ class Image(Aggregate):
         def apply(self, image: Image) -> None:
             image.forgotten = True
 
+    class Scanned(ImageScanned, Aggregate.Event):
+        def apply(self, image: Image) -> None:
+            image.registry = self.registry
+            image.digest = self.digest
+            image.architecture = self.architecture
+            image.size_bytes = self.size_bytes
+            image.min_resources = self.min_resources
+            image.service_ports = self.service_ports
+
+    class PullPolicySet(ImagePullPolicySet, Aggregate.Event):
+        def apply(self, image: Image) -> None:
+            image.pull_policy = self.policy
+
 
 def _registered(image: Image, event: ImageRegistered) -> None:
     image.name = event.name
@@ -263,6 +331,11 @@ def _registered(image: Image, event: ImageRegistered) -> None:
     image.max_resources = event.max_resources
     image.service_ports = event.service_ports
     image.forgotten = False
+    if event.registry:  # registered by hand again: where it was found stays known
+        image.registry = event.registry
+        image.digest = event.digest
+        image.architecture = event.architecture
+        image.size_bytes = event.size_bytes
 
 
 def _apps(ports: Iterable[ServicePort]) -> tuple[ServicePort, ...]:

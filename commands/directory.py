@@ -1,5 +1,6 @@
 """Tenancy state folded from ``ev.domain.*``, ``ev.project.*``, ``ev.user.*``,
-``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*`` and ``ev.image.*``: who a
+``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*``, ``ev.image.*`` and
+``ev.registry.*``: who a
 request's actor is, which limits bind a scope, which resource groups a tenant may use.
 
 The tenancy service decides on it, the gateway and the storage service fold it to authorise,
@@ -17,6 +18,7 @@ from commands.aggregate import Aggregate
 from commands.authorisation import Principal
 from commands.correction import Correction
 from commands.errors import DomainError
+from commands.registry import Registry
 from commands.tenancy import (
     Domain,
     Image,
@@ -28,6 +30,7 @@ from commands.tenancy import (
 )
 from events.envelope import StoredEvent
 from events.fold import FoldedState
+from schemas.images import ImageSource, source_of
 from schemas.principal import Actor, ActorKind
 from schemas.subjects import AggregateType, event_subject, events_of
 from schemas.tenancy import (
@@ -53,6 +56,7 @@ TENANCY_TYPES = (
     AggregateType.RESOURCE_POLICY,
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
+    AggregateType.REGISTRY,
     AggregateType.CORRECTION,
 )
 TENANCY_SUBJECTS = [events_of(kind) for kind in TENANCY_TYPES]
@@ -60,7 +64,17 @@ TENANCY_SUBJECTS = [events_of(kind) for kind in TENANCY_TYPES]
 
 CLASSES: dict[AggregateType, type[Aggregate]] = {
     cls.aggregate_type: cls
-    for cls in (Domain, Project, User, Keypair, ResourcePolicy, ResourceGroup, Image, Correction)
+    for cls in (
+        Domain,
+        Project,
+        User,
+        Keypair,
+        ResourcePolicy,
+        ResourceGroup,
+        Image,
+        Registry,
+        Correction,
+    )
 }
 
 # What an unknown scope is limited to: nothing. Admission then refuses rather than admits on
@@ -88,6 +102,8 @@ class Directory(FoldedState):
         self.policies: dict[str, ResourcePolicy] = {}
         self.groups: dict[str, ResourceGroup] = {}
         self.images: dict[str, Image] = {}
+        self.registries: dict[str, Registry] = {}
+        """By registry id (``registry_id_for(name)``)."""
         self.corrections: dict[str, Correction] = {}
         """Operators' corrections of quarantined aggregates, by correction id."""
         """Subjects whose events this code cannot fold; nothing is decided on them."""
@@ -100,6 +116,7 @@ class Directory(FoldedState):
             AggregateType.RESOURCE_POLICY: self.policies,
             AggregateType.RESOURCE_GROUP: self.groups,
             AggregateType.IMAGE: self.images,
+            AggregateType.REGISTRY: self.registries,
             AggregateType.CORRECTION: self.corrections,
         }
 
@@ -252,3 +269,16 @@ class Directory(FoldedState):
         """A registered image (not forgotten) by name."""
         image = self.images.get(image_id_for(name))
         return image if image is not None and not image.forgotten else None
+
+    def image_source(self, name: str, project_id: str | None, group: str) -> ImageSource | None:
+        """Where a node pulls ``name`` from for a session of ``project_id`` in ``group``: its
+        registry when a rescan found it there, the registry is still added and serves the
+        project; None otherwise (then only a node that holds the image runs it)."""
+        image = self.image(name)
+        if image is None or not image.registry:
+            return None
+        registry = self.registries.get(image.registry)
+        if registry is None or registry.removed or not registry.serves(project_id):
+            return None
+        policy = image.pull_policy or self.group_scheduling(group).pull_policy
+        return source_of(name, image.registry, image.digest, policy)

@@ -33,6 +33,7 @@ from schemas.subjects import (
     QUARANTINE_BUCKET,
     QUEUES_BUCKET,
     RATELIMITS_BUCKET,
+    REGISTRY_SECRETS_BUCKET,
     SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
 )
@@ -188,6 +189,7 @@ def bucket_configs(settings: NatsSettings) -> tuple[api.KeyValueConfig, ...]:
             LEASES_BUCKET,
             SNAPSHOTS_BUCKET,
             SECRETS_BUCKET,
+            REGISTRY_SECRETS_BUCKET,
             PEOPLE_BUCKET,
             CREDENTIALS_BUCKET,
             QUARANTINE_BUCKET,

@@ -36,7 +36,7 @@ def why(
         if missing:
             return missing
         available = [n for n in available if volumes <= n.volumes]
-    usable = [n for n in available if image in n.images]
+    usable = [n for n in available if not image or image in n.images]
     if not usable:
         return reasons.image_missing(image, group, volumes)
     if held is not None and volumes <= held.volumes and _fits(held, need, image):

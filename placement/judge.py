@@ -58,7 +58,10 @@ class Judge:
     def judge(self, request: SessionRequest) -> Judgement:
         # Each request is judged alone against the same room, so requests of one shape get one
         # answer: a page of many waiting sessions makes a pool again only per fitting shape.
-        key = (request.image, request.volumes, multi_node(request), shape_of(request))
+        key = (
+            request.image, request.pullable, request.volumes, multi_node(request),
+            shape_of(request),
+        )  # fmt: skip
         known = self._known.get(key)
         if known is None:
             known = self._known[key] = self._judge(request)

@@ -68,6 +68,9 @@ class SessionRequest:
     cluster_mode: ClusterMode = ClusterMode.SINGLE_NODE
     volumes: frozenset[str] = frozenset()
     """The volumes its folders lie on: every kernel goes to a node that has them all."""
+    pullable: bool = False
+    """Its image comes from a registry: a node that lacks it may take it (and pull it);
+    one that holds it is preferred when the group's ``image_locality`` says so."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,7 +130,8 @@ class NodeState:
         self.w, self.r = w, r
 
     def fits(self, need: Need, image: str) -> bool:
-        if self.cpu < need.cpu or self.mem < need.mem or image not in self.images:
+        """``image`` "": any node (the image can be pulled: ``pool.ANY_IMAGE``)."""
+        if self.cpu < need.cpu or self.mem < need.mem or (image and image not in self.images):
             return False
         if self.w < need.whole or self.r < need.min_r:
             return False

@@ -10,6 +10,12 @@ volumes on every node tried (a cost every session would pay), its image is repla
 naming the image and the volumes, added to the images of the nodes that have both (once per
 pass and key, ``want``): the fit test stays one set lookup, and sessions without folders pay
 nothing.
+
+A session whose image comes from a registry (``SessionRequest.pullable``) may go to a node
+that lacks the image (it pulls it there): its key is then the empty image, which every node
+fits (``NodeState.fits``). With the group's ``image_locality`` on, the nodes that hold the
+image are tried first and the others only when none of those fits: a pull happens only where
+it must.
 """
 
 from __future__ import annotations
@@ -95,16 +101,29 @@ class Pool:
     def want(self, request: SessionRequest) -> str:
         """What a node must have for ``request``, as ``NodeState.fits`` tests it: the image,
         or for a session with folders the key of its image and volumes (see the module)."""
-        if not request.volumes:
-            return request.image
-        wanted = (request.image, request.volumes)
+        return self._want(request.image, request.volumes)
+
+    def _want(self, image: str, volumes: frozenset[str]) -> str:
+        if not volumes:
+            return image
+        wanted = (image, volumes)
         key = self._wants.get(wanted)
         if key is None:
-            key = self._wants[wanted] = "\0".join((request.image, *sorted(request.volumes)))
+            key = self._wants[wanted] = "\0".join((image, *sorted(volumes)))
             for node in self.nodes:
-                if request.image in node.images and request.volumes <= node.volumes:
+                if (not image or image in node.images) and volumes <= node.volumes:
                     node.images = node.images | {key}
         return key
+
+    def keys(self, request: SessionRequest) -> tuple[str, ...]:
+        """The keys ``fits`` tests, in order of preference: the image's (its holders); for a
+        pullable image, then (or only, without image locality) any node's."""
+        if not request.pullable:
+            return (self.want(request),)
+        anywhere = self._want("", request.volumes)
+        if not self.policy.image_locality:
+            return (anywhere,)
+        return (self.want(request), anywhere)
 
     def cursor_id(self) -> str | None:
         return self.nodes[self.cursor].offer.node_id if self.cursor >= 0 else None
@@ -112,22 +131,24 @@ class Pool:
     def decide(self, request: SessionRequest) -> Placed | str:
         shape = shape_of(request)
         multi = multi_node(request)
-        image = self.want(request) if request.volumes else request.image
-        key = (image, multi, shape)
+        images = self.keys(request)
+        key = (images[-1], multi, shape)
         known = self._failed.get(key)
         if known is not None:
             return known
         if multi:
-            result = self._multi(request, image, shape)
+            result = self._multi(request, images, shape)
         else:
-            result = self._single(request, image, shape)
+            result = self._single(request, images, shape)
         if isinstance(result, str):
             self._failed[key] = result
         return result
 
-    def _single(self, request: SessionRequest, image: str, shape: Shape) -> Placed | str:
+    def _single(
+        self, request: SessionRequest, images: tuple[str, ...], shape: Shape
+    ) -> Placed | str:
         need = self.need(shape)
-        chosen = self._choose(need, image)
+        chosen = self._choose(need, images)
         if chosen is None:
             reason = self._why(need, request)
             return reasons.together(len(shape), reason) if len(shape) > 1 else reason
@@ -141,13 +162,15 @@ class Pool:
             },
         )
 
-    def _multi(self, request: SessionRequest, image: str, shape: Shape) -> Placed | str:
+    def _multi(
+        self, request: SessionRequest, images: tuple[str, ...], shape: Shape
+    ) -> Placed | str:
         cursor = self.cursor
         held: list[tuple[NodeState, Need, list[Take]]] = []
         placed: dict[str, KernelPlacement] = {}
         for i, kernel in enumerate(request.kernels):
             need = self.need(shape[i : i + 1])
-            chosen = self._choose(need, image)
+            chosen = self._choose(need, images)
             if chosen is None:
                 reason = reasons.kernel_of(i, len(shape), self._why(need, request))
                 for node, used, takes in reversed(held):  # all or none: give back
@@ -162,15 +185,17 @@ class Pool:
             placed[kernel.kernel_id] = _placement(node, takes[0], used.gpus[0])
         return Placed(request.session_id, placed)
 
-    def _choose(self, need: Need, image: str) -> tuple[NodeState, Need] | None:
-        node = self.index.choose(need, image, self.cursor)
-        if node is None and need.fallback is not None:
-            need = need.fallback
-            node = self.index.choose(need, image, self.cursor)
-        if node is None:
-            return None
-        self.cursor = node.rank
-        return node, need
+    def _choose(self, need: Need, images: tuple[str, ...]) -> tuple[NodeState, Need] | None:
+        for image in images:
+            chosen = need
+            node = self.index.choose(chosen, image, self.cursor)
+            if node is None and need.fallback is not None:
+                chosen = need.fallback
+                node = self.index.choose(chosen, image, self.cursor)
+            if node is not None:
+                self.cursor = node.rank
+                return node, chosen
+        return None
 
     def _take(self, node: NodeState, need: Need) -> list[Take]:
         self.index.remove(node)
@@ -181,7 +206,8 @@ class Pool:
 
     def _why(self, need: Need, request: SessionRequest) -> str:
         return why(
-            self.nodes, need, request.image, self.group, volumes=request.volumes,
+            self.nodes, need, "" if request.pullable else request.image, self.group,
+            volumes=request.volumes,
             guard=self.guard, held=self.held, head=self.head,
         )  # fmt: skip
 
@@ -197,7 +223,11 @@ class Pool:
 
     def _fits_idle_node(self, node: NodeState, need: Need, image: str) -> bool:
         capacity = node.offer.capacity
-        if not node.available or image not in node.images or len(node.devs) < need.whole:
+        if (
+            not node.available
+            or (image and image not in node.images)
+            or len(node.devs) < need.whole
+        ):
             return False
         if capacity.cpu_milli < need.cpu or capacity.memory_bytes < need.mem:
             return False
@@ -210,7 +240,7 @@ class Pool:
         """Whether it would fit an idle available node (each kernel, for multi-node)."""
         shape = shape_of(request)
         multi = multi_node(request)
-        image = self.want(request)
+        image = self.keys(request)[-1]
         key = (image, multi, shape)
         known = self._idle_fit.get(key)
         if known is None:
@@ -233,7 +263,7 @@ class Pool:
         """Hold the node closest to fitting ``request`` (single-node) for the rest of the pass:
         the one it held before if it still could fit there, else the one missing the least
         GPU, then cpu, then memory."""
-        need, image = self.need(shape_of(request)), self.want(request)
+        need, image = self.need(shape_of(request)), self.keys(request)[-1]
         candidates = [n for n in self.nodes if self._fits_idle_node(n, need, image)]
         chosen = None
         if before is not None and before[0] == request.session_id:

@@ -102,18 +102,19 @@ def choose_victims(
     ]
     best: tuple[tuple[int, float], Preemption] | None = None
     for offer in offers:
-        if not offer.available or request.image not in offer.images:
+        image = "" if request.pullable else request.image  # "": any node may pull it
+        if not offer.available or (image and image not in offer.images):
             continue
         if not request.volumes <= offer.volumes:
             continue  # its folders cannot be mounted there, whoever stops
         leaving = [r for r in releasing if _on(r, offer)]
-        if _fits(offer, leaving, need, request.image):
+        if _fits(offer, leaving, need, image):
             return None  # room without stopping anyone: placement's business, not ours
         here = sorted(
             (r for r in eligible if _on(r, offer)),
             key=lambda r: (-r.started, r.session_id),
         )
-        victims = _fewest(offer, leaving, here, need, request.image)
+        victims = _fewest(offer, leaving, here, need, image)
         if victims is None:
             continue
         # Fewest first; among as few, the youngest: the least run time thrown away.

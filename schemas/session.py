@@ -34,6 +34,8 @@ class SessionType(StrEnum):
 class SessionStatus(StrEnum):
     PENDING = "PENDING"
     SCHEDULED = "SCHEDULED"
+    PULLING = "PULLING"
+    """A node it was placed on is pulling its image."""
     PREPARING = "PREPARING"
     CREATING = "CREATING"
     RUNNING = "RUNNING"
@@ -58,6 +60,7 @@ TERMINAL_STATUSES = frozenset(
 PLACED_STATUSES = frozenset(
     {
         SessionStatus.SCHEDULED,
+        SessionStatus.PULLING,
         SessionStatus.PREPARING,
         SessionStatus.CREATING,
         SessionStatus.RUNNING,

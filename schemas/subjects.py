@@ -32,7 +32,13 @@ NONCES_BUCKET = "jy-nonces"  # signed requests seen within the date window (repl
 GRANTS_BUCKET = "jy-app-grants"  # app URLs already used once, and revoked app access
 LOGINS_BUCKET = "jy-logins"  # login tokens (by digest), expiring
 QUARANTINE_BUCKET = "jy-quarantine"  # events a consumer could not fold: kept until released
+REGISTRY_SECRETS_BUCKET = "jy-registry-secrets"  # registry passwords, sealed by the secrets key
 RATELIMITS_BUCKET = "jy-ratelimits"  # request-rate token buckets shared by gateway replicas
+
+REGISTRY_CREDENTIALS_SUBJECT = "jy.registry.credentials"
+"""Agents ask here for a registry's credentials (request/reply; answered sealed to the asker)."""
+RESCAN_PROGRESS_PREFIX = "jy.progress.rescan"
+"""``jy.progress.rescan.<registry id>``: a rescan's progress as it goes (core NATS, not kept)."""
 
 EVENT_NAME_HEADER = "Jy-Event"
 EVENT_ID_HEADER = "Jy-Event-Id"
@@ -56,6 +62,8 @@ class AggregateType(StrEnum):
     RESOURCE_POLICY = "resource_policy"
     RESOURCE_GROUP = "resource_group"
     IMAGE = "image"
+    REGISTRY = "registry"
+    """A container registry images are pulled from (its secret is never on the log)."""
     CORRECTION = "correction"
     """An operator's correction of a held (quarantined) aggregate: skip one event, or void it."""
     ACTIVITY = "activity"

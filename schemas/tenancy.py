@@ -16,6 +16,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.ids import derived_id
+from schemas.images import PullPolicy
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
 
@@ -155,6 +156,16 @@ class GroupScheduling(BaseModel):
         description="a request no node of the group could hold even idle waits for a larger "
         "node to join, instead of being refused at creation (docs/scheduling.md)",
     )
+    pull_policy: PullPolicy = Field(
+        default=PullPolicy.IF_NOT_PRESENT,
+        description="when a node pulls a registry image its sessions run (an image's own "
+        "policy wins; docs/images.md)",
+    )
+    image_locality: bool = Field(
+        default=True,
+        description="a session goes to a node that already holds its image when one fits, "
+        "before any node that would have to pull it",
+    )
     sandbox: Sandbox = Field(
         default=SAFE_SANDBOX,
         description="what the group's sessions' containers may do (schemas/sandbox.py); "
@@ -263,6 +274,10 @@ def project_id_for(domain: str, name: str) -> str:
 
 def image_id_for(name: str) -> str:
     return derived_id("image", name)
+
+
+def registry_id_for(name: str) -> str:
+    return derived_id("registry", name)
 
 
 def normalise_email(email: str) -> str:

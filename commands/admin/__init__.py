@@ -1,8 +1,8 @@
 """Admin commands on the tenancy aggregates (``cmd.domain.*``, ``cmd.project.*``,
 ``cmd.user.*``, ``cmd.keypair.*``, ``cmd.resource_policy.*``, ``cmd.resource_group.*``,
-``cmd.image.*``), decided by the tenancy service. One module per family:
+``cmd.image.*``, ``cmd.registry.*``), decided by the tenancy service. One module per family:
 ``organisation`` (domains, projects), ``people`` (users, keypairs), ``resources`` (resource
-policies, resource groups, images); all are importable from here.
+policies, resource groups, images), ``registries``; all are importable from here.
 
 They carry no secret and no personal data in clear: the gateway stores a keypair's secret key
 (encrypted) before sending ``CreateKeypair`` with its key id, and seals a user's email with
@@ -42,6 +42,13 @@ from commands.admin.people import (
     RemoveUserFromProject,
     SetDefaultKeypair,
 )
+from commands.admin.registries import (
+    AddRegistry,
+    ModifyRegistry,
+    RecordScannedImage,
+    RemoveRegistry,
+    SetImagePullPolicy,
+)
 from commands.admin.resources import (
     AssociateResourceGroup,
     CreateResourceGroup,
@@ -65,12 +72,14 @@ ADMIN_AGGREGATES = (
     AggregateType.RESOURCE_POLICY,
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
+    AggregateType.REGISTRY,
     AggregateType.CORRECTION,
 )
 """The aggregate types whose commands the tenancy service runs."""
 
 __all__ = [
     "ADMIN_AGGREGATES",
+    "AddRegistry",
     "AddUserToProject",
     "AssociateResourceGroup",
     "CreateDomain",
@@ -93,6 +102,7 @@ __all__ = [
     "ModifyImage",
     "ModifyKeypair",
     "ModifyProject",
+    "ModifyRegistry",
     "ModifyResourceGroup",
     "ModifyResourcePolicy",
     "ModifyUser",
@@ -103,9 +113,12 @@ __all__ = [
     "ReactivateResourceGroup",
     "ReactivateUser",
     "Reason",
+    "RecordScannedImage",
     "RegisterImage",
+    "RemoveRegistry",
     "RemoveUserFromProject",
     "SetDefaultKeypair",
+    "SetImagePullPolicy",
     "SkipQuarantinedEvent",
     "VoidAggregate",
 ]

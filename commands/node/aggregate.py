@@ -25,6 +25,7 @@ from commands.node.rules import (
 )
 from events.snapshots import Snapshot
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
+from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.subjects import AggregateType
@@ -168,6 +169,7 @@ class Node(Aggregate):
         numa_node: int | None = None,
         mounts: tuple[Mount, ...] = (),
         sandbox: Sandbox = SAFE_SANDBOX,
+        source: ImageSource | None = None,
     ) -> bool:
         """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs
         (with which folders mounted, in which sandbox). The same allocation again changes
@@ -184,6 +186,7 @@ class Node(Aggregate):
             numa_node=numa_node,
             mounts=tuple(mounts),
             sandbox=sandbox,
+            source=source,
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -218,6 +221,7 @@ class Node(Aggregate):
             numa_node=numa_node,
             mounts=wanted.mounts,
             sandbox=sandbox,
+            source=source,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:

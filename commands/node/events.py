@@ -59,6 +59,7 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             numa_node=self.numa_node,
             mounts=self.mounts,
             sandbox=self.sandbox,
+            source=self.source,
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commands.errors import DomainError
 from schemas.devices import DeviceShare
+from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.vfolder import Mount
@@ -46,4 +47,6 @@ class Allocation(BaseModel):
     """Its session's folders, bind-mounted by the agent."""
     sandbox: Sandbox = SAFE_SANDBOX
     """What its container may do (its resource group's settings when it was placed)."""
+    source: ImageSource | None = None
+    """Where its image is pulled from (None: the node must hold it)."""
     stopping: bool = False

@@ -97,6 +97,13 @@ class Session(SessionState, Aggregate):
             S.SCHEDULED, self.Scheduled, now, placements=dict(placements), reason=reason
         )
 
+    def begin_pulling(self, reason: str, now: datetime) -> bool:
+        """A node pulls its image: SCHEDULED becomes PULLING (once; later pulls for its other
+        kernels, or a pull started again after an agent's restart, change nothing)."""
+        if self.status is not S.SCHEDULED:
+            return False
+        return self._change(S.PULLING, self.Pulling, now, reason=reason)
+
     def begin_preparing(self, reason: str, now: datetime) -> bool:
         return self._change(S.PREPARING, self.Preparing, now, reason=reason)
 
@@ -282,6 +289,7 @@ class Session(SessionState, Aggregate):
     Admitted = events.Admitted
     PendingReasonChanged = events.PendingReasonChanged
     Scheduled = events.Scheduled
+    Pulling = events.Pulling
     Preparing = events.Preparing
     Creating = events.Creating
     Started = events.Started

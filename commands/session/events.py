@@ -17,6 +17,7 @@ from events.domain.session import (
     SessionKernelStarted,
     SessionPendingReasonChanged,
     SessionPreparing,
+    SessionPulling,
     SessionRequested,
     SessionRequeued,
     SessionScheduled,
@@ -55,6 +56,11 @@ class Scheduled(SessionScheduled, Aggregate.Event):
     def apply(self, session: SessionState) -> None:
         session.placements = dict(self.placements)
         session._enter(S.SCHEDULED, self.reason, self.timestamp)
+
+
+class Pulling(SessionPulling, Aggregate.Event):
+    def apply(self, session: SessionState) -> None:
+        session._enter(S.PULLING, self.reason, self.timestamp)
 
 
 class Preparing(SessionPreparing, Aggregate.Event):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from events.catalogue import Event, Payload, event, upcaster
 from schemas.devices import DeviceInfo, NumaNode
+from schemas.images import PullCause, PulledLayer
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ReportedPort
 from schemas.subjects import AggregateType
@@ -89,3 +90,46 @@ class KernelExited(Event):
     session_id: str
     exit_code: int
     reason: str
+
+
+# ---- image pulls: one pull per image per node, however many kernels wait for it -----------
+
+
+@event("ImagePullStarted", AGENT)
+class ImagePullStarted(Event):
+    """The agent began pulling ``reference`` for the kernels that wait for it (kernel id ->
+    session id). A pull resumed after the agent restarted starts again (layers already on
+    disk are not fetched twice)."""
+
+    reference: str
+    kernels: dict[str, str] = {}
+
+
+@event("ImagePullProgressed", AGENT)
+class ImagePullProgressed(Event):
+    """How far a pull is: bytes fetched and to fetch, in all and per layer. Throttled by the
+    agent (``pull_progress_interval_s``), with a last one at the total before it finishes."""
+
+    reference: str
+    done_bytes: int
+    total_bytes: int
+    layers: tuple[PulledLayer, ...] = ()
+    kernels: dict[str, str] = {}
+
+
+@event("ImagePullFinished", AGENT)
+class ImagePullFinished(Event):
+    reference: str
+    digest: str = ""
+    kernels: dict[str, str] = {}
+
+
+@event("ImagePullFailed", AGENT)
+class ImagePullFailed(Event):
+    """The pull failed; each waiting kernel's ``KernelFailedToStart`` follows with the same
+    reason, which ends its session."""
+
+    reference: str
+    cause: PullCause
+    reason: str
+    kernels: dict[str, str] = {}

@@ -7,6 +7,7 @@ from pydantic import AwareDatetime, Field
 
 from events.catalogue import Event, event
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
+from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
 from schemas.subjects import AggregateType
@@ -59,6 +60,10 @@ class ResourcesAllocated(Event):
     sandbox: Sandbox = SAFE_SANDBOX
     """What its container may do: its resource group's, when it was placed. An event written
     before allocations carried it loads with the safe defaults."""
+    source: ImageSource | None = None
+    """Where its image comes from, for an image found in a registry: the agent pulls it
+    (``schemas.images``) when the node lacks it or the policy says so. None: the node must
+    hold the image already."""
 
 
 @event("KernelStopRequested", NODE)

@@ -58,6 +58,14 @@ class SessionScheduled(Event):
     reason: str
 
 
+@event("SessionPulling", SESSION)
+class SessionPulling(Event):
+    """PULLING: a node it was placed on is pulling its image (``reason`` names the image and
+    the node). It goes RUNNING once its kernels start, or ends if the pull fails."""
+
+    reason: str
+
+
 @event("SessionPreparing", SESSION)
 class SessionPreparing(Event):
     """The agent is getting ready (pulling images, preparing mounts)."""

@@ -1,9 +1,11 @@
 """Events of the tenancy aggregates, written only by the tenancy service:
 ``ev.domain.<name>``, ``ev.project.<id>``, ``ev.user.<id>``, ``ev.keypair.<access key>``,
-``ev.resource_policy.<kind>-<name>``, ``ev.resource_group.<name>``, ``ev.image.<id>``.
+``ev.resource_policy.<kind>-<name>``, ``ev.resource_group.<name>``, ``ev.image.<id>``,
+``ev.registry.<id>``.
 
 No secret and no personal data in clear: a keypair's secret key lives encrypted in a KV bucket
-and its event names the key id; a user's email is here only as a keyed digest (for uniqueness
+and its event names the key id (a registry's password too: its events name the sealed value's
+id); a user's email is here only as a keyed digest (for uniqueness
 and login lookups) and sealed with a key of that person's own, which forgetting them deletes.
 
 A resource group's v2 events hold its scheduling settings as one ``GroupScheduling``; v1
@@ -13,6 +15,7 @@ events spelled each out and are upcast on load.
 from __future__ import annotations
 
 from events.catalogue import Event, Payload, event, upcaster
+from schemas.images import PullPolicy
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ServicePort
 from schemas.session import SessionType
@@ -35,6 +38,7 @@ KEYPAIR = AggregateType.KEYPAIR
 POLICY = AggregateType.RESOURCE_POLICY
 GROUP = AggregateType.RESOURCE_GROUP
 IMAGE = AggregateType.IMAGE
+REGISTRY = AggregateType.REGISTRY
 
 # ---- domain -------------------------------------------------------------------------------
 
@@ -273,6 +277,34 @@ class ImageRegistered(Event):
     max_resources: SlotLimits = SlotLimits()
     service_ports: tuple[ServicePort, ...] = ()
     """The apps its containers serve (``schemas.service_ports``); none in older events."""
+    registry: str = ""
+    """The id of the registry it was found in by a rescan ("": registered by hand, and then
+    only nodes that hold it run it)."""
+    digest: str = ""
+    """Its manifest digest in the registry, when found by a rescan."""
+    architecture: str = ""
+    size_bytes: int = 0
+    """Its layers and config, as the registry lists them (0: unknown)."""
+
+
+@event("ImageScanned", IMAGE)
+class ImageScanned(Event):
+    """A rescan found the image changed in its registry: its tag moved to another digest, or
+    its labels say other apps or minimums. Written only when something changed."""
+
+    registry: str
+    digest: str
+    architecture: str = ""
+    size_bytes: int = 0
+    min_resources: ResourceSlots = ResourceSlots()
+    service_ports: tuple[ServicePort, ...] = ()
+
+
+@event("ImagePullPolicySet", IMAGE)
+class ImagePullPolicySet(Event):
+    """When nodes pull it; None: its resource group's policy decides."""
+
+    policy: PullPolicy | None = None
 
 
 @event("ImageModified", IMAGE)
@@ -286,5 +318,49 @@ class ImageModified(Event):
 @event("ImageForgotten", IMAGE)
 class ImageForgotten(Event):
     """No new session may use it; sessions already using it are unaffected."""
+
+    reason: str = ""
+
+
+# ---- registries ---------------------------------------------------------------------------
+
+
+@event("RegistryAdded", REGISTRY)
+class RegistryAdded(Event):
+    """A registry images are found in and pulled from. Its password or token is never here:
+    it is sealed with the secrets key in the ``jy-registry-secrets`` bucket under
+    ``<registry id>.<secret_id>``, read only by the gateway, which hands it to an agent
+    sealed to that agent's key."""
+
+    name: str
+    url: str
+    kind: str = "docker"
+    username: str = ""
+    secret_id: str = ""
+    """Names the sealed password ("": anonymous pulls)."""
+    projects: tuple[str, ...] = ()
+    """The project ids whose sessions may use its images (empty: every project)."""
+    verify_tls: bool = True
+    ca_pem: str = ""
+    """A CA certificate (PEM) its TLS certificate is checked against, for a lab's own CA."""
+
+
+@event("RegistryModified", REGISTRY)
+class RegistryModified(Event):
+    """Its settings after the change (the whole set); ``secret_id`` changes when its password
+    or token was replaced."""
+
+    url: str
+    username: str = ""
+    secret_id: str = ""
+    projects: tuple[str, ...] = ()
+    verify_tls: bool = True
+    ca_pem: str = ""
+
+
+@event("RegistryRemoved", REGISTRY)
+class RegistryRemoved(Event):
+    """No rescan or pull uses it again; its images stay registered, and nodes that hold them
+    still run them."""
 
     reason: str = ""

@@ -33,6 +33,7 @@ from events.domain.session import (
     SessionFailed,
     SessionPendingReasonChanged,
     SessionPreparing,
+    SessionPulling,
     SessionRequested,
     SessionRequeued,
     SessionScheduled,
@@ -66,6 +67,7 @@ EVENTS = frozenset(
         SessionAdmitted,
         SessionPendingReasonChanged,
         SessionScheduled,
+        SessionPulling,
         SessionPreparing,
         SessionCreating,
         SessionStarted,
@@ -147,6 +149,8 @@ def apply(
             # In kernel order, each node once: what a user reads as "where it runs".
             nodes = [placements[k] for k in row.kernel_ids if k in placements]
             changes["node_ids"] = tuple(dict.fromkeys(nodes))
+        case SessionPulling(reason=reason):
+            status = SessionStatus.PULLING
         case SessionPreparing(reason=reason):
             status = SessionStatus.PREPARING
         case SessionCreating(reason=reason):

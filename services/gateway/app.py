@@ -22,12 +22,14 @@ from services.gateway.auth.authenticate import Authenticator
 from services.gateway.auth.logins import LoginStore
 from services.gateway.auth.nonces import NonceStore
 from services.gateway.auth.ratelimit_shared import SharedRateLimiter
+from services.gateway.auth.registry_secrets import RegistrySecrets
 from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault, email_key_of
 from services.gateway.context import Services
 from services.gateway.core.access_log import AccessLog
 from services.gateway.core.folds import DirectoryFeed, QuotaUse
 from services.gateway.core.views import SqlViews, Views
 from services.gateway.http import build_app
+from services.gateway.images.credentials import CredentialsDesk
 from services.gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,10 @@ async def open_services(
             directory.directory,
             bus.settings.signature_window_s,
         )
+        registry_secrets = RegistrySecrets(bus, key)
+        desk = CredentialsDesk(bus, registry_secrets, directory.directory)
+        stack.push_async_callback(desk.stop)
+        await desk.start()
         yield Services(
             views=views,
             commands=CommandBus(bus),
@@ -97,6 +103,7 @@ async def open_services(
             quarantine=await Quarantine.open(bus),
             limiter=await SharedRateLimiter.open(bus),
             queues=queues,
+            registry_secrets=registry_secrets,
         )
 
 

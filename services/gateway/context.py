@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from events.queues import QueueBoard
     from services.gateway.auth.authenticate import Authenticator
     from services.gateway.auth.ratelimit_shared import SharedRateLimiter
+    from services.gateway.auth.registry_secrets import RegistrySecrets
     from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
     from services.gateway.core.access_log import AccessLog
     from services.gateway.core.folds import QuotaUse
@@ -46,6 +47,8 @@ class Services:
     """Key of the email digests (derived from the secrets key)."""
     queues: QueueBoard
     """Every group's waiting sessions in order, watched from ``jy-queues``."""
+    registry_secrets: RegistrySecrets
+    """Registry passwords and tokens, sealed (``jy-registry-secrets``)."""
     quarantine: Quarantine | None = None
     """Events consumers could not fold (``jy-quarantine``): ``quarantine``, ``/healthz``."""
     limits: InputLimits = DEFAULT_LIMITS

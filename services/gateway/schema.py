@@ -18,12 +18,18 @@ from services.gateway.errors import ErrorCodes, JetyardSchema
 from services.gateway.folders.data_plane import VFolderAccessMutation
 from services.gateway.folders.mutations import VFolderMutation
 from services.gateway.folders.queries import VFolderQuery
+from services.gateway.images.registries import (
+    RegistryMutation,
+    RegistryQuery,
+    RegistrySubscription,
+)
 from services.gateway.limits import WebSocketRateLimit, limits
 from services.gateway.sessions.apps import AppMutation
 from services.gateway.sessions.mutations import SessionMutation
 from services.gateway.sessions.queries import SessionQuery
 from services.gateway.sessions.subscriptions import (
     OutputSubscription,
+    PullSubscription,
     SessionsSubscription,
     StatusSubscription,
 )
@@ -39,6 +45,7 @@ Query = merge_types(
         UsageQuery,
         ClusterQuery,
         EventLogQuery,
+        RegistryQuery,
     ),
 )
 Mutation = merge_types(
@@ -50,6 +57,7 @@ Mutation = merge_types(
         AccountMutation,
         VFolderMutation,
         VFolderAccessMutation,
+        RegistryMutation,
     ),
 )
 schema = JetyardSchema(
@@ -57,7 +65,14 @@ schema = JetyardSchema(
     mutation=Mutation,
     subscription=merge_types(
         "Subscription",
-        (StatusSubscription, OutputSubscription, ClusterSubscription, SessionsSubscription),
+        (
+            StatusSubscription,
+            OutputSubscription,
+            ClusterSubscription,
+            SessionsSubscription,
+            RegistrySubscription,
+            PullSubscription,
+        ),
     ),
     extensions=[*limits(), WebSocketRateLimit, ErrorCodes],
 )

@@ -17,6 +17,7 @@ from commands.node.rules import Allocation
 from schemas.resources import ResourceSlots
 from services.node.backend import Backend, Container, KernelSpec, StartFailedError
 from services.node.capacity import Capacity, discover, simulated_capacity
+from services.node.images import AgentImages
 from services.node.logs import LogArchive
 from services.node.mounts import host_mounts
 from services.node.output import OutputPublisher
@@ -57,6 +58,9 @@ class PlanActions:
         """Opened by the agent's start."""
         self.images_due = False
         """Report the images with the next facts (set by the agent's resync)."""
+        self.images: AgentImages | None = None
+        """Pulls images from registries (set by the agent; without it, a kernel runs only
+        from an image the machine holds)."""
 
     async def discover(self) -> None:
         """What this machine has (simulated: what the settings say)."""
@@ -71,7 +75,7 @@ class PlanActions:
             )
 
     async def act(self, todo: Plan) -> None:
-        facts: list[Fact] = list(await _each(self.start, todo.start))
+        facts: list[Fact] = [f for f in await _each(self.start, todo.start) if f is not None]
         facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
         for started in facts:
             if isinstance(started, Started):
@@ -101,10 +105,14 @@ class PlanActions:
         leftovers = [e.container for e in todo.ended if e.container is not None]
         await _each(self.remove, [*leftovers, *todo.remove])
         self._record.forget(todo.forget)
+        if self.images is not None:
+            self.images.settle()
         if todo.stop:
             self._again()  # report their exits next pass, even if no event comes
 
-    def kernel_spec(self, kernel_id: str, allocation: Allocation) -> KernelSpec:
+    def kernel_spec(
+        self, kernel_id: str, allocation: Allocation, image: str | None = None
+    ) -> KernelSpec:
         """What to run: the allocation, with what only this machine knows about it (its
         devices' memory, the CPUs of its NUMA node, where its folders' volumes are).
         Raises ``StartFailedError`` when a folder's volume is not on this node."""
@@ -112,7 +120,7 @@ class PlanActions:
         return KernelSpec(
             kernel_id=kernel_id,
             session_id=allocation.session_id,
-            image=allocation.image,
+            image=allocation.image if image is None else image,
             command=allocation.command,
             env=dict(allocation.env),
             slots=allocation.slots,
@@ -126,14 +134,23 @@ class PlanActions:
             sandbox=allocation.sandbox,
         )
 
-    async def start(self, item: tuple[str, Allocation]) -> Fact:
+    async def start(self, item: tuple[str, Allocation]) -> Fact | None:
+        """Start a kernel: its fact, or None while its image is being pulled."""
         kernel_id, allocation = item
+        image: str | None = allocation.image
+        if self.images is not None:
+            ready = await self.images.ready(kernel_id, allocation)
+            if ready is None or isinstance(ready, FailedToStart):
+                return ready
+            image = ready
         try:
-            spec = self.kernel_spec(kernel_id, allocation)
+            spec = self.kernel_spec(kernel_id, allocation, image)
             container_id = await self._backend.start(spec)
         except StartFailedError as exc:
             log.warning("agent %s: kernel %s failed to start: %s", self.node_id, kernel_id, exc)
             return FailedToStart(kernel_id, allocation.session_id, str(exc))
+        if self.images is not None:
+            self.images.started(kernel_id)
         return Started(kernel_id, allocation.session_id, container_id)
 
     async def stop(self, container: Container) -> None:

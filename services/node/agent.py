@@ -39,7 +39,9 @@ from services.node.acting import PlanActions
 from services.node.activity import AgentActivity
 from services.node.backend import Backend
 from services.node.capacity import Capacity
+from services.node.credentials import RegistryCredentials
 from services.node.heartbeat import Heartbeat
+from services.node.images import AgentImages
 from services.node.ledger import Ledger
 from services.node.logs import LogArchive
 from services.node.output import OutputPublisher
@@ -108,6 +110,12 @@ class NodeAgent:
             self.node_id, backend, settings, self.record, self._output,
             clock=clock, again=self._dirty.set,
         )  # fmt: skip
+        self.images = AgentImages(
+            backend, self.record, settings,
+            RegistryCredentials(bus, self.node_id, timeout_s=settings.credentials_timeout_s),
+            again=self._dirty.set, in_use=self._images_in_use, clock=clock,
+        )  # fmt: skip
+        self.actions.images = self.images
 
     @property
     def capacity(self) -> Capacity:
@@ -150,6 +158,7 @@ class NodeAgent:
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+            await self.images.close()  # a pull cut short begins again with the next start
             await self._output.close()  # the next incarnation resumes where the log says
             await self.activity.close()
             await self._fold.close()
@@ -168,9 +177,17 @@ class NodeAgent:
         self._answered_loss = self.ledger.lost_seq  # this registration answers any loss so far
         await self._fence()
         epoch = await self._register()
+        await self.images.interrupted(self._images_in_use())
         await heartbeat.beat(epoch)
         self._dirty.set()
         return heartbeat
+
+    def _images_in_use(self) -> set[str]:
+        """The image references the ledger's kernels here run (or wait to run) from."""
+        return {
+            a.source.reference if a.source is not None else a.image
+            for a in self.ledger.allocations.values()
+        }
 
     async def _register(self) -> int:
         epoch = await self.record.register(

@@ -54,6 +54,9 @@ def _simulated(settings: AgentSettings, node_id: str) -> SimulatedBackend:
         settings.simulated_images,
         cluster_id=settings.cluster_id,
         mps_pipe_dir=settings.mps_pipe_dir,
+        pull_seconds=settings.simulated_pull_seconds,
+        pull_bytes=settings.simulated_pull_bytes,
+        pull_failures=settings.simulated_pull_failures,
     )
 
 

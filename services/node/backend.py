@@ -11,6 +11,8 @@ from typing import Literal, Protocol
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
+from services.node.image_budget import LocalImage
+from services.node.pulls import ProgressCallback, RegistryAuth
 
 # Labels on every container the agent creates: the agent finds its containers by these alone
 # (never by a list kept in memory), so a restarted agent sees exactly what runs.
@@ -141,7 +143,25 @@ class Backend(Protocol):
         ...
 
     async def images(self) -> list[str]:
-        """Image references present on the machine (nothing is ever pulled)."""
+        """Image references (tags) present on the machine."""
+        ...
+
+    async def has_image(self, ref: str) -> bool:
+        """Whether ``ref`` (a tag, or ``repo@digest``) is present."""
+        ...
+
+    async def pull(self, ref: str, auth: RegistryAuth | None, progress: ProgressCallback) -> str:
+        """Pull ``ref`` from its registry, calling ``progress`` as bytes arrive; returns its
+        digest. Raises ``services.node.pulls.PullFailedError`` with the cause."""
+        ...
+
+    async def local_images(self) -> list[LocalImage]:
+        """Every image on the machine, with its size and names."""
+        ...
+
+    async def remove_image(self, ref: str) -> int:
+        """Remove an image (its bytes freed, 0 when missing or kept by another name);
+        ``ImageInUseError`` while a container uses it."""
         ...
 
     async def containers(self) -> list[Container]:

@@ -5,8 +5,9 @@ Containers are named ``jy-<kernel id>`` and labelled with the installation (clus
 node, the kernel and the session, so a restarted agent re-attaches by listing labels, and a
 second create of the same kernel collides (409) instead of running it twice. Only containers
 with both this agent's cluster and node labels are listed and watched: another installation's
-or another agent's on the same engine are never seen. Images are never pulled: a missing
-image fails the start. What a container is made with is ``services.node.docker_config`` (pure,
+or another agent's on the same engine are never seen. Images are pulled only when the agent
+asks (``pull``, ``services.node.docker_pull``): a start never pulls, and a missing image fails
+it. What a container is made with is ``services.node.docker_config`` (pure,
 tested on its own); a cluster session's network, made before its first kernel's container and
 removed after its last, is ``services.node.networks``.
 """
@@ -40,9 +41,12 @@ from services.node.backend import (
     owner_labels,
 )
 from services.node.docker_config import container_config
+from services.node.docker_pull import docker_pull, local_images, remove_image
+from services.node.image_budget import LocalImage
 from services.node.mounts import check_host_mounts
 from services.node.networks import SessionNetworks
 from services.node.output_lines import stamped_lines
+from services.node.pulls import ProgressCallback, RegistryAuth
 from services.node.service_ports import tcp_open
 
 log = logging.getLogger(__name__)
@@ -117,6 +121,24 @@ class DockerBackend:
         tags = {tag for image in listed for tag in (image.get("RepoTags") or [])}
         tags.discard("<none>:<none>")
         return sorted(tags)
+
+    async def has_image(self, ref: str) -> bool:
+        try:
+            await self._docker.images.inspect(ref)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def pull(self, ref: str, auth: RegistryAuth | None, progress: ProgressCallback) -> str:
+        return await docker_pull(self._docker, ref, auth, progress)
+
+    async def local_images(self) -> list[LocalImage]:
+        return await local_images(self._docker)
+
+    async def remove_image(self, ref: str) -> int:
+        return await remove_image(self._docker, ref)
 
     def _owned(self) -> list[str]:
         """Docker label filters (all must match): this node's containers of its installation."""

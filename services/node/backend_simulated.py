@@ -35,8 +35,10 @@ import bisect
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
+from schemas.images import PullCause
 from services.node.backend import (
     Container,
     KernelSpec,
@@ -46,8 +48,11 @@ from services.node.backend import (
     last_bytes,
 )
 from services.node.docker_config import container_config
+from services.node.image_budget import ImageInUseError, LocalImage
 from services.node.mounts import check_host_mounts
+from services.node.pulls import ProgressCallback, RegistryAuth
 from services.node.simulated_kernel import Launch, SimulatedKernel, behaviour, print_plan
+from services.node.simulated_pull import simulated_digest, simulated_pull
 
 SIMULATED_STOP_TIMEOUT_S = 10.0
 
@@ -65,6 +70,9 @@ class SimulatedBackend:
         mps_pipe_dir: Path | None = None,
         image_labels: Mapping[str, Mapping[str, str]] | None = None,
         closed_ports: Iterable[int] = (),
+        pull_seconds: float = 0.5,
+        pull_bytes: int = 100 * 2**20,
+        pull_failures: Mapping[str, PullCause] | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -76,6 +84,9 @@ class SimulatedBackend:
         self._kernels: dict[str, SimulatedKernel] = {}  # by container id
         self._names: dict[str, str] = {}  # kernel id -> container id (the unique "name")
         self._listeners: list[Callable[[], None]] = []
+        # Pulls: how long one takes, how big the image is, and the refs that fail (and why).
+        self._pull = (pull_seconds, pull_bytes, dict(pull_failures or {}))
+        self._pulled_at: dict[str, datetime] = {}
 
     @property
     def name(self) -> str:
@@ -83,6 +94,37 @@ class SimulatedBackend:
 
     async def images(self) -> list[str]:
         return sorted(self._images)
+
+    async def has_image(self, ref: str) -> bool:
+        return ref in self._images
+
+    async def pull(self, ref: str, auth: RegistryAuth | None, progress: ProgressCallback) -> str:
+        seconds, size, failures = self._pull
+        digest = await simulated_pull(
+            ref, auth, progress, total_bytes=size, seconds=seconds, fail=failures
+        )
+        self._images.add(ref)
+        self._pulled_at[ref] = datetime.now(UTC)
+        return digest
+
+    async def local_images(self) -> list[LocalImage]:
+        size, epoch = self._pull[1], datetime.fromtimestamp(0, UTC)
+        return [
+            LocalImage(
+                image_id=simulated_digest(ref), refs=(ref,), size_bytes=size,
+                repo_digests=(), created=self._pulled_at.get(ref, epoch),
+                last_used=self._pulled_at.get(ref, epoch),
+            )
+            for ref in sorted(self._images)
+        ]  # fmt: skip
+
+    async def remove_image(self, ref: str) -> int:
+        if ref not in self._images:
+            return 0
+        if any(k.spec.image == ref and k.status != "exited" for k in self._kernels.values()):
+            raise ImageInUseError(f"image {ref} is used by a container")
+        self._images.discard(ref)
+        return self._pull[1]
 
     async def containers(self) -> list[Container]:
         return [

@@ -3,6 +3,7 @@ Reads and writes ``ev.agent.<node id>`` (this agent is its only writer)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from events.fold import FoldedState
 from events.writes import AggregateRef, Store
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.ids import new_id
+from schemas.images import PullCause, PulledLayer
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ReportedPort
@@ -63,7 +65,35 @@ class PortsFound:
     ports: tuple[ReportedPort, ...]
 
 
-Fact = Started | FailedToStart | Ended | ImagesNow | PortsFound
+@dataclass(frozen=True, slots=True)
+class PullStarted:
+    reference: str
+    kernels: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PullProgressed:
+    reference: str
+    done_bytes: int
+    total_bytes: int
+    layers: tuple[PulledLayer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PullFinished:
+    reference: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class PullFailed:
+    reference: str
+    cause: PullCause
+    reason: str
+
+
+PullFact = PullStarted | PullProgressed | PullFinished | PullFailed
+Fact = Started | FailedToStart | Ended | ImagesNow | PortsFound | PullFact
 
 
 class AgentLog(FoldedState):
@@ -95,6 +125,9 @@ class AgentRecord:
         """The epoch this incarnation registered with (0: not yet)."""
         self._finished: set[str] = set()
         """Kernels reported finished whose end wrote nothing (not running on the log)."""
+        self._writing = asyncio.Lock()
+        """Reports come from the reconcile pass and from pulls at once: one write at a time
+        (each decides on the aggregate as the last one left it)."""
 
     @property
     def agent(self) -> Agent | None:
@@ -170,8 +203,9 @@ class AgentRecord:
         return self.epoch
 
     async def report(self, facts: Sequence[Fact], now: datetime) -> None:
-        for first in range(0, len(facts), FACTS_PER_WRITE):
-            await self._report(facts[first : first + FACTS_PER_WRITE], now)
+        async with self._writing:
+            for first in range(0, len(facts), FACTS_PER_WRITE):
+                await self._report(facts[first : first + FACTS_PER_WRITE], now)
 
     async def _report(self, facts: Sequence[Fact], now: datetime) -> None:
         def decide(changes: Changes) -> list[str]:
@@ -202,7 +236,9 @@ def _cause() -> Cause:
 
 
 def _kernel_of(fact: Fact) -> str | None:
-    return None if isinstance(fact, ImagesNow) else fact.kernel_id
+    return (
+        fact.kernel_id if isinstance(fact, Started | FailedToStart | Ended | PortsFound) else None
+    )
 
 
 def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
@@ -217,6 +253,8 @@ def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
             agent.change_images(fact.images, now)
         elif isinstance(fact, PortsFound):
             agent.report_service_ports(fact.kernel_id, fact.ports, now)
+        elif isinstance(fact, PullStarted | PullProgressed | PullFinished | PullFailed):
+            _pull(agent, fact, now)
         else:
             _ended(agent, fact, now)
             return fact.kernel_id
@@ -224,6 +262,17 @@ def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
         # Contradicts what is on the log: report nothing rather than a second truth.
         log.error("agent %s: not reported: %s", agent.id, exc)
     return None
+
+
+def _pull(agent: Agent, fact: PullFact, now: datetime) -> None:
+    if isinstance(fact, PullStarted):
+        agent.pull_started(fact.reference, fact.kernels, now)
+    elif isinstance(fact, PullProgressed):
+        agent.pull_progressed(fact.reference, fact.done_bytes, fact.total_bytes, fact.layers, now)
+    elif isinstance(fact, PullFinished):
+        agent.pull_finished(fact.reference, fact.digest, now)
+    else:
+        agent.pull_failed(fact.reference, fact.cause, fact.reason, now)
 
 
 def _ended(agent: Agent, ended: Ended, now: datetime) -> None:

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.activity import DEFAULT_REPORT_INTERVAL_S
+from schemas.images import PullCause
 from schemas.settings import MetricsListener
 
 BackendChoice = Literal["docker", "simulated", "auto"]
@@ -129,4 +130,34 @@ class AgentSettings(BaseSettings, MetricsListener):
         min_length=32,
         description="HMAC key of terminal tokens, shared with the app proxy "
         "(JETYARD_APPPROXY_TERMINAL_KEY); unset: no terminal endpoint",
+    )
+    pull_concurrency: int = Field(
+        default=2, ge=1, le=16, description="image pulls at once on this machine (others queue)"
+    )
+    pull_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="how long one pull may take before it fails (its sessions end, reason timeout)",
+    )
+    pull_progress_interval_s: float = Field(
+        default=1.0, gt=0, description="at most one ImagePullProgressed per pull this often"
+    )
+    credentials_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long the gateway has to hand a registry's credentials"
+    )
+    image_disk_budget_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="when images take more than this, the least recently used that no kernel "
+        "here uses are removed after a pull (unset: never)",
+    )
+    simulated_pull_seconds: float = Field(
+        default=0.5, ge=0, description="how long a simulated pull takes"
+    )
+    simulated_pull_bytes: int = Field(
+        default=100 * 2**20, ge=0, description="how big a simulated pull's image is"
+    )
+    simulated_pull_failures: dict[str, PullCause] = Field(
+        default_factory=dict,
+        description="image references whose simulated pulls fail, and why (JSON; for tests)",
     )

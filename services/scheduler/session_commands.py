@@ -205,11 +205,15 @@ class SessionCommands:
         except BoundsError as exc:
             return Rejected(Code.INVALID, str(exc))
         image = cmd.spec.image
-        if not self.state.image_known(image):
+        pullable = self.state.directory.image_source(
+            image, cmd.owner.project_id, cmd.spec.resource_group
+        )
+        if not self.state.image_known(image) and pullable is None:
             return Rejected(
                 Code.INVALID,
-                f"no registered agent has image {image}: "
-                "choose an image an agent reports, or add it to an agent first",
+                f"no registered agent has image {image}, and no registry your project may "
+                "use has it: choose an image an agent reports (jetyard images), or ask an "
+                "administrator to add its registry and rescan it",
             )
         for dependency in cmd.spec.depends_on:
             tracked = self.state.sessions.get(dependency)

@@ -9,6 +9,7 @@ from commands.admin import corrections as c
 from commands.messages import Command
 from services.tenancy import corrections, people
 from services.tenancy import domains as org
+from services.tenancy import registries as reg
 from services.tenancy import resources as res
 from services.tenancy.common import Decide
 
@@ -43,6 +44,11 @@ DECIDERS: Mapping[type[Command], Decide] = {
     a.RegisterImage: res.register_image,
     a.ModifyImage: res.modify_image,
     a.ForgetImage: res.forget_image,
+    a.RecordScannedImage: reg.record_scanned_image,
+    a.SetImagePullPolicy: reg.set_image_pull_policy,
+    a.AddRegistry: reg.add_registry,
+    a.ModifyRegistry: reg.modify_registry,
+    a.RemoveRegistry: reg.remove_registry,
     c.SkipQuarantinedEvent: corrections.skip_quarantined_event,
     c.VoidAggregate: corrections.void_aggregate,
 }

@@ -23,6 +23,7 @@ from events.domain.session import (
     SessionFailed,
     SessionPendingReasonChanged,
     SessionPreparing,
+    SessionPulling,
     SessionRequested,
     SessionScheduled,
     SessionStarted,
@@ -50,6 +51,7 @@ RUNNING = (*SCHEDULED, SessionStarted(reason="kernel started"))
 PATHS: dict[SessionStatus, tuple[Event, ...]] = {
     S.PENDING: (REQUESTED,),
     S.SCHEDULED: SCHEDULED,
+    S.PULLING: (*SCHEDULED, SessionPulling(reason="pulling image x on node-1")),
     S.PREPARING: (*SCHEDULED, SessionPreparing(reason="pulling image")),
     S.CREATING: (*SCHEDULED, SessionCreating(reason="creating container")),
     S.RUNNING: RUNNING,
@@ -251,6 +253,20 @@ def test_every_transition_follows_the_table(current: SessionStatus, target: Sess
 def test_the_table_ends_in_terminal_statuses_only() -> None:
     for status in S:
         assert (not TRANSITIONS[status]) is status.is_terminal
+
+
+@pytest.mark.parametrize("status", list(S))
+def test_a_pull_moves_only_a_scheduled_session_to_pulling(status: SessionStatus) -> None:
+    """A pull fact is level-triggered: repeated (an agent restarted mid-pull), for a second
+    kernel, or after the session moved on, it changes nothing."""
+    session = session_in(status)
+
+    changed = session.begin_pulling("pulling image x on node-1", NOW)
+
+    assert changed is (status is S.SCHEDULED)
+    expected = [SessionPulling(reason="pulling image x on node-1")] if changed else []
+    assert then(session) == expected
+    assert session.status is (S.PULLING if changed else status)
 
 
 # ---- history and time -----------------------------------------------------------------------

@@ -227,8 +227,13 @@ class AdminQuery:
         self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
     ) -> list[ImageInfo]:
         who(info)
-        found = ctx_of(info).directory.images.values()
-        live = [ImageInfo.of(i) for i in found if not i.forgotten]
+        directory = ctx_of(info).directory
+        registries = {r.id: r.name for r in directory.registries.values()}
+        live = [
+            ImageInfo.of(i, registries.get(i.registry))
+            for i in directory.images.values()
+            if not i.forgotten
+        ]
         return page(live, first, offset, key=lambda i: i.name)
 
     @strawberry.field(description="What one scope may hold and holds now; null if not visible.")

@@ -167,15 +167,29 @@ class ImageInfo:
     service_ports: list[ImageServicePort] = strawberry.field(
         description="the apps its containers serve (from its labels when registered)"
     )
+    registry: str | None = strawberry.field(
+        default=None, description="the registry a rescan found it in (null: registered by hand)"
+    )
+    digest: str = strawberry.field(default="", description="its manifest digest there")
+    architecture: str = ""
+    size_bytes: float = strawberry.field(default=0, description="its layers, as listed there")
+    pull_policy: str | None = strawberry.field(
+        default=None, description="if-not-present | always | digest; null: its group's"
+    )
 
     @classmethod
-    def of(cls, image: Image) -> ImageInfo:
+    def of(cls, image: Image, registry: str | None = None) -> ImageInfo:
         return cls(
             id=strawberry.ID(str(image.id)),
             name=image.name,
             min_resources=Slots.of(image.min_resources),
             max_resources=Limits.of(image.max_resources),
             service_ports=[ImageServicePort.of(p) for p in image.service_ports],
+            registry=registry,
+            digest=image.digest,
+            architecture=image.architecture,
+            size_bytes=image.size_bytes,
+            pull_policy=image.pull_policy.value if image.pull_policy is not None else None,
         )
 
 

@@ -4,7 +4,6 @@ turn the outcome into an answer or a GraphQL error carrying the rejection's code
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, TypeVar
 
 import strawberry
@@ -19,11 +18,11 @@ from schemas.tenancy import Role
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context
 from services.gateway.core.inputs import InputError
+from services.gateway.core.outcomes import directory_holds
 from services.gateway.core.types import OutcomeStatus
 from services.gateway.core.visibility import sees_keypair, sees_project, sees_user
 
 C = TypeVar("C", bound=Command)
-SETTLE_STEP_S = 0.01
 
 
 def invalid(exc: InputError | ValidationError) -> GraphQLError:
@@ -46,21 +45,8 @@ def build(cls: type[C], me: Principal, **fields: Any) -> C:
 
 async def execute(ctx: Context, cmd: Command) -> Outcome | None:
     outcome = await ctx.commands.execute(cmd, timeout=ctx.settings.command_timeout_s)
-    if outcome is not None and outcome.accepted and outcome.event_seqs:
-        await _settle(ctx, max(outcome.event_seqs))
+    await directory_holds(ctx, outcome)
     return outcome
-
-
-async def _settle(ctx: Context, seq: int) -> None:
-    """Wait (bounded) until the directory holds the command's events, so the caller's next
-    query sees what its mutation did."""
-    directory = ctx.directory
-    # The directory has no wake-up to wait on; a short poll of an in-memory fold is cheap.
-    for _ in range(int(ctx.settings.read_your_writes_s / SETTLE_STEP_S)):
-        # Own writes applied from the ack leave the position behind but set the guard.
-        if directory.position >= seq or max(directory.guards.values(), default=0) >= seq:
-            return
-        await asyncio.sleep(SETTLE_STEP_S)
 
 
 def answer(outcome: Outcome | None, cmd: Command, object_id: str | None) -> AdminOutcome:

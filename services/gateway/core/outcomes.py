@@ -5,12 +5,16 @@ subjects."""
 
 from __future__ import annotations
 
+import asyncio
+
 import strawberry
 from graphql import GraphQLError
 
 from commands.outcome import Outcome
 from services.gateway.context import Context
 from services.gateway.core.types import CommandOutcome, OutcomeStatus
+
+SETTLE_STEP_S = 0.01
 
 
 def command_answer(
@@ -37,6 +41,20 @@ def command_answer(
         session_id=strawberry.ID(session_id) if session_id else None,
         seq=max(outcome.event_seqs) if outcome.event_seqs else None,
     )
+
+
+async def directory_holds(ctx: Context, outcome: Outcome | None) -> None:
+    """After an accepted tenancy command, wait (bounded) until the directory holds its events,
+    so the caller's next query sees what its mutation did."""
+    if outcome is None or not outcome.accepted or not outcome.event_seqs:
+        return
+    seq, directory = max(outcome.event_seqs), ctx.directory
+    # The directory has no wake-up to wait on; a short poll of an in-memory fold is cheap.
+    for _ in range(int(ctx.settings.read_your_writes_s / SETTLE_STEP_S)):
+        # Own writes applied from the ack leave the position behind but set the guard.
+        if directory.position >= seq or max(directory.guards.values(), default=0) >= seq:
+            return
+        await asyncio.sleep(SETTLE_STEP_S)
 
 
 async def read_your_writes(ctx: Context, outcome: Outcome | None) -> None:

@@ -21,6 +21,7 @@ STATUS_OF = {
     "SessionRequested": SessionStatus.PENDING,
     "SessionPendingReasonChanged": SessionStatus.PENDING,
     "SessionScheduled": SessionStatus.SCHEDULED,
+    "SessionPulling": SessionStatus.PULLING,
     "SessionPreparing": SessionStatus.PREPARING,
     "SessionCreating": SessionStatus.CREATING,
     "SessionStarted": SessionStatus.RUNNING,

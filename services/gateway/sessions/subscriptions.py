@@ -10,6 +10,8 @@ its first event's owner), and writes nothing.
 - ``sessionsChanged``: that, and every status change and queue move of any session the caller
   may read, in batches (each once the views hold it), on one subscription however long the
   list (``list_feed``). Both read ``ev.session.*`` from the log's end.
+- ``sessionPulls``: the image pulls a session waits for, with bytes done per layer, from its
+  nodes' ``ImagePull*`` facts (``pulls_feed``); ends once it runs or ends.
 - ``sessionOutput``: a session's kernel output from any line, then live, from ``JY_OUTPUT``
   (``output.<session id>.*``, ``output_feed``); it ends once the session has ended and all its
   output is delivered. With the rule for reading logs (the owner, or an admin of its domain);
@@ -37,6 +39,7 @@ from services.gateway.core.session_owners import owner_named, owner_on_log
 from services.gateway.core.views import Views
 from services.gateway.sessions.list_feed import SessionChanges, sessions_changed
 from services.gateway.sessions.output_feed import OutputChunk, dropped_marker, live_output
+from services.gateway.sessions.pulls_feed import PullUpdate, session_pulls
 from services.gateway.sessions.status_feed import session_updates
 from services.gateway.sessions.types import StatusChange
 
@@ -196,3 +199,49 @@ class OutputSubscription:
         async for chunk in live_output(ctx.bus, session_id, kernel_id, since):
             check_still_valid(ctx)
             yield KernelOutput.of(chunk)
+
+
+@strawberry.type(description="One layer of a pull: bytes fetched of its size (0: not known yet).")
+class PullLayer:
+    layer: str
+    done_bytes: float
+    total_bytes: float
+
+
+@strawberry.type(description="How a pull of the session's image goes on one node.")
+class ImagePull:
+    node_id: str
+    reference: str
+    status: str = strawberry.field(description="pulling | finished | failed")
+    done_bytes: float = strawberry.field(description="fetched so far, all layers together")
+    total_bytes: float = strawberry.field(description="to fetch (grows as layers start)")
+    layers: list[PullLayer]
+    cause: str = strawberry.field(description="why it failed: authentication, not-found, …")
+    reason: str
+
+    @classmethod
+    def of(cls, u: PullUpdate) -> ImagePull:
+        return cls(
+            node_id=u.node_id, reference=u.reference, status=u.status, done_bytes=u.done_bytes,
+            total_bytes=u.total_bytes, cause=u.cause, reason=u.reason,
+            layers=[PullLayer(layer=x.layer, done_bytes=x.done_bytes, total_bytes=x.total_bytes)
+                    for x in u.layers],
+        )  # fmt: skip
+
+
+@strawberry.type
+class PullSubscription:
+    @strawberry.subscription(
+        description="The image pulls a session waits for, as its nodes report them (bytes done "
+        "and to do, per layer); ends once the session runs or ends."
+    )
+    async def session_pulls(
+        self, info: Info[Context, Any], id: strawberry.ID
+    ) -> AsyncGenerator[ImagePull, None]:
+        session_id = check_token(str(id), "session id")
+        ctx = ctx_of(info)
+        if not can_read_session(who(info), await owner_on_log(ctx, session_id)):
+            raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
+        async for update in session_pulls(ctx.bus, session_id):
+            check_still_valid(ctx)
+            yield ImagePull.of(update)

@@ -11,6 +11,7 @@ from events.catalogue import CATALOGUE
 from events.domain.agent import (
     AgentImagesChanged,
     AgentRegistered,
+    ImagePullStarted,
     KernelExited,
     KernelFailedToStart,
     KernelStarted,
@@ -26,6 +27,7 @@ AGENT_EVENTS = frozenset(
         KernelStarted,
         KernelExited,
         KernelFailedToStart,
+        ImagePullStarted,
     )
 )
 
@@ -60,7 +62,7 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
             return
         _set_images(state, agent_id, decoded.images)
         state.agents[agent_id] = replace(known, images=frozenset(decoded.images))
-    elif isinstance(decoded, KernelStarted | KernelExited | KernelFailedToStart):
+    elif isinstance(decoded, KernelStarted | KernelExited | KernelFailedToStart | ImagePullStarted):
         state.facts.append(Fact(agent_id, decoded, envelope))
     state.ask_for_pass()
 

@@ -15,7 +15,12 @@ from commands.folders.index import Folders
 from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.session.aggregate import Session
-from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
+from events.domain.agent import (
+    ImagePullStarted,
+    KernelExited,
+    KernelFailedToStart,
+    KernelStarted,
+)
 from events.envelope import Envelope
 from events.fold import FoldedState
 from placement import NodeOffer, Placer
@@ -26,7 +31,7 @@ from services.scheduler.rules.deadlines import NEVER, LastActivity
 
 DEFAULT_RESOURCE_GROUP = "default"
 
-KernelFact = KernelStarted | KernelExited | KernelFailedToStart
+KernelFact = KernelStarted | KernelExited | KernelFailedToStart | ImagePullStarted
 
 
 @dataclass

@@ -19,7 +19,12 @@ from commands.aggregate import Aggregate
 from commands.errors import DomainError
 from commands.node.aggregate import Node
 from commands.session.aggregate import Session
-from events.domain.agent import KernelExited, KernelFailedToStart, KernelStarted
+from events.domain.agent import (
+    ImagePullStarted,
+    KernelExited,
+    KernelFailedToStart,
+    KernelStarted,
+)
 from events.envelope import Cause
 from events.writes import AggregateRef
 from schemas.session import SessionStatus
@@ -41,6 +46,8 @@ def apply_fact(
     back to its node. Late or repeated facts change nothing. Returns the decision's parts, for
     the caller to store with the pass's other facts (``Workspace.joint_runs``)."""
     event, envelope = fact.event, fact.envelope
+    if isinstance(event, ImagePullStarted):
+        return pulling(state, fact, event, space, now)
     tracked = state.sessions.get(event.session_id)
     session = space.session(event.session_id)
     node_id = fact.agent_id
@@ -81,6 +88,31 @@ def apply_fact(
     )
     stops = stop_the_rest(session, space, now, skip=node) if session is not None else []
     return [(cause, a) for a in (session, node, *stops) if a is not None]
+
+
+def pulling(
+    state: SchedulerState, fact: Fact, event: ImagePullStarted, space: Workspace, now: datetime
+) -> list[tuple[Cause, Aggregate]]:
+    """A node began pulling an image: the sessions whose kernels wait for it there go
+    PULLING (a session already past SCHEDULED, or ended, stays as it is)."""
+    agent = state.agents.get(fact.agent_id)
+    where = agent.hostname if agent is not None and agent.hostname else fact.agent_id
+    parts: list[tuple[Cause, Aggregate]] = []
+    for session_id in dict.fromkeys(event.kernels.values()):
+        session = space.session(session_id)
+        if session is None or not session.begin_pulling(
+            f"pulling image {event.reference} on {where}", now
+        ):
+            continue
+        tracked = state.sessions.get(session_id)
+        cause = Cause(
+            causation_id=fact.envelope.event_id,
+            correlation_id=tracked.correlation_id if tracked else fact.envelope.correlation_id,
+            actor=SCHEDULER,
+            tenant=tracked.tenant if tracked else fact.envelope.tenant,
+        )
+        parts.append((cause, session))
+    return parts
 
 
 def stop_the_rest(

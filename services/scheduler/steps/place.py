@@ -28,6 +28,7 @@ from placement import (
     SessionRequest,
 )
 from placement.reasons import while_waiting
+from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import Sandbox
 from schemas.session import SessionSpec
@@ -51,7 +52,10 @@ def place_group(
         for node in (space.peek_node(node_id) for node_id in [*state.nodes, *space.new_nodes])
         if node is not None and node.resource_group == group
     ]
-    requests = [request_of(state.sessions[sid], now) for sid in waiting]
+    sources = {sid: source_for(state, state.sessions[sid].session, group) for sid in waiting}
+    requests = [
+        request_of(state.sessions[sid], now, pullable=sources[sid] is not None) for sid in waiting
+    ]
     usage = _usage(state, offers) if policy.queue_policy is QueuePolicy.DRF else None
     placer = state.placers.setdefault(group, Placer())
     decisions = placer.place(
@@ -69,7 +73,7 @@ def place_group(
             if session.note_pending_reason(while_waiting(decision.reason), now):
                 space.unit(cause_of(tracked), session)
             continue
-        nodes = _allocate(session, decision, space, now, policy.sandbox)
+        nodes = _allocate(session, decision, space, now, policy.sandbox, sources[session.id])
         if nodes is None:
             left.append(session.id)
             continue
@@ -79,8 +83,20 @@ def place_group(
     return left
 
 
+def source_for(state: SchedulerState, session: Session, group: str) -> ImageSource | None:
+    """Where its image is pulled from, if a registry has it (``Directory.image_source``)."""
+    owner = session.owner
+    project = owner.project_id if owner is not None else None
+    return state.directory.image_source(session.spec.image, project, group)
+
+
 def _allocate(
-    session: Session, decision: Placed, space: Workspace, now: datetime, sandbox: Sandbox
+    session: Session,
+    decision: Placed,
+    space: Workspace,
+    now: datetime,
+    sandbox: Sandbox,
+    source: ImageSource | None,
 ) -> list[Node] | None:
     """Every kernel's allocation on its node's working copy, or none: a refused allocation (a
     placement bug) leaves no half decision behind. ``Node.allocate`` checks before it records,
@@ -96,10 +112,10 @@ def _allocate(
     try:
         if len(spec.kernels) > 1:
             scratch = {n: working_copy(node) for n, node in trial.items()}
-            _apply(session, spec, decision, scratch, now, sandbox)
+            _apply(session, spec, decision, scratch, now, sandbox, source)
         ledgers = {node_id: space.node(node_id) for node_id in trial}
         chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
-        _apply(session, spec, decision, chosen, now, sandbox)
+        _apply(session, spec, decision, chosen, now, sandbox, source)
     except DomainError as exc:
         log.error("placement of %s refused by the ledger (%s); left waiting", session.id, exc)
         return None
@@ -113,6 +129,7 @@ def _apply(
     ledgers: dict[str, Node],
     now: datetime,
     sandbox: Sandbox,
+    source: ImageSource | None,
 ) -> None:
     hosts = cluster_hosts(len(spec.kernels))
     for index, (kernel_id, kernel) in enumerate(zip(session.kernel_ids, spec.kernels, strict=True)):
@@ -125,7 +142,7 @@ def _apply(
             image=spec.image, command=spec.command, env=env,
             devices=placed.devices, numa_node=placed.numa_node,
             hostname=hosts[index] if len(spec.kernels) > 1 else "",
-            mounts=session.mounts, sandbox=sandbox,
+            mounts=session.mounts, sandbox=sandbox, source=source,
         )  # fmt: skip
 
 
@@ -185,7 +202,7 @@ def _offer(node: Node, agent: AgentInfo | None) -> NodeOffer:
     )
 
 
-def request_of(tracked: TrackedSession, now: datetime) -> SessionRequest:
+def request_of(tracked: TrackedSession, now: datetime, *, pullable: bool = False) -> SessionRequest:
     session = tracked.session
     spec = session.spec
     kernels = tuple(
@@ -204,6 +221,7 @@ def request_of(tracked: TrackedSession, now: datetime) -> SessionRequest:
         cluster_mode=spec.cluster_mode,
         # Most sessions mount nothing: no set is built for them.
         volumes=frozenset(m.volume for m in session.mounts) if session.mounts else frozenset(),
+        pullable=pullable,
     )
 
 

@@ -73,7 +73,7 @@ function summary(sessions, total) {
   const count = (test) => sessions.filter(test).length;
   const running = count((s) => s.status === "RUNNING");
   const waiting = count((s) => s.status === "PENDING");
-  const starting = count((s) => ["SCHEDULED", "PREPARING", "CREATING"].includes(s.status));
+  const starting = count((s) => ["SCHEDULED", "PULLING", "PREPARING", "CREATING"].includes(s.status));
   const parts = [`${running} running`, `${waiting} waiting`];
   if (starting) parts.push(`${starting} starting`);
   const scope = sessions.length < total ? ` of the ${sessions.length} newest shown` : "";

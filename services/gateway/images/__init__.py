@@ -1,0 +1,1 @@
+"""Images and registries: the gateway's feature package (rescan, registry admin)."""

@@ -1,0 +1,206 @@
+"""Images from a lab's registry, end to end on ``jetyard up`` with Docker: a real registry with
+htpasswd authentication (``tests/registry_support``), an image pushed to it and absent from the
+engine; the admin adds the registry and rescans it; a session for the image goes PENDING →
+SCHEDULED → PULLING (progress growing to the total) → RUNNING; a second session does not pull
+again; wrong credentials end a session with a reason naming authentication; the password is in
+no event, log line or answer; and an agent killed mid-pull leaves nothing PULLING."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jetyard.runtime.natsserver import free_port
+from tests.e2e.conftest import Jetyard, wait_until
+from tests.e2e.test_crashes import _restarted
+from tests.e2e.test_session_path import CREATE, SESSION, wait_status
+from tests.registry_support import (
+    Registry,
+    build_layered_image,
+    push,
+    remove_local_image,
+    running_registry,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+ADD = """mutation($name: String!, $url: String!, $user: String!, $password: String!) {
+  addRegistry(name: $name, url: $url, username: $user, password: $password) { status message }
+}"""
+MODIFY = """mutation($name: String!, $password: String!) {
+  modifyRegistry(name: $name, password: $password) { status message }
+}"""
+RESCAN = """mutation($name: String!) {
+  rescanRegistry(name: $name) { registry registered updated unchanged skipped { reference reason } }
+}"""
+EVENTS = """query($kind: String!, $id: ID!, $after: Int!) {
+  eventLog(aggregate: $kind, id: $id, after: $after, first: 200) {
+    events { seq name payload } }
+}"""
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with running_registry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+def _image(registry: Registry, tag: str, *, layers: int = 2, size: int = 4 << 20) -> str:
+    """A fresh multi-layer image in the registry, absent from the engine: its reference."""
+    local = build_layered_image(f"jy-pull-src-{uuid.uuid4().hex[:8]}:v1", layers, size)
+    repo = f"lab-{uuid.uuid4().hex[:8]}/tool:{tag}"
+    try:
+        push(registry, local, repo)
+    finally:
+        remove_local_image(local)
+    return f"{registry.host}/{repo}"
+
+
+def _events(stack: Jetyard, kind: str, ident: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    while True:
+        after = found[-1]["seq"] if found else 0
+        page = stack.gql(EVENTS, kind=kind, id=ident, after=after)["data"]["eventLog"]["events"]
+        found += page
+        if len(page) < 200:
+            return found
+
+
+def _run(stack: Jetyard, image: str, command: list[str]) -> str:
+    created = stack.gql(CREATE, input={
+        "image": image, "cpu": "0.5", "memory": "64m", "command": command,
+    })  # fmt: skip
+    assert (created.get("data") or {}).get("createSession", {}).get("status") == "ACCEPTED", created
+    return str(created["data"]["createSession"]["sessionId"])
+
+
+def _pulls(stack: Jetyard, node: str, reference: str) -> list[dict[str, Any]]:
+    return [
+        e for e in _events(stack, "agent", node)
+        if e["name"].startswith("ImagePull") and e["payload"]["reference"] == reference
+    ]  # fmt: skip
+
+
+def test_a_session_pulls_from_the_lab_registry_with_progress_once(
+    registry: Registry, tmp_path: Path
+) -> None:
+    first = _image(registry, "v1", layers=3, size=6 << 20)
+    second = _image(registry, "v1")
+    stack = Jetyard(tmp_path / "data", free_port(), "docker").start()
+    try:
+        name = f"lab{uuid.uuid4().hex[:6]}"
+        added = stack.gql(ADD, name=name, url=registry.url, user=registry.username,
+                          password=registry.password)  # fmt: skip
+        assert added["data"]["addRegistry"]["status"] == "ACCEPTED", added
+        scanned = stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]
+        assert {first, second} <= set(scanned["registered"]), scanned
+        again = stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]
+        assert again["registered"] == [] and again["updated"] == [], again  # nothing twice
+
+        session_id = _run(stack, first, ["sh", "-c", "echo pulled and ran"])
+        ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
+        statuses = [h["status"] for h in ended["history"]]
+        assert ended["status"] == "TERMINATED" and ended["exitCode"] == 0, ended
+        assert statuses[0] == "PENDING"
+        assert statuses.index("SCHEDULED") < statuses.index("PULLING") < statuses.index("RUNNING")
+        assert "pulled and ran" in stack.gql(SESSION, id=session_id)["data"]["sessionLogs"]
+        node = ended["nodeIds"][0]
+        pulls = _pulls(stack, node, first)
+        names = [e["name"] for e in pulls]
+        assert names[0] == "ImagePullStarted" and names[-1] == "ImagePullFinished", names
+        progress = [e["payload"] for e in pulls if e["name"] == "ImagePullProgressed"]
+        done = [p["done_bytes"] for p in progress]
+        assert done == sorted(done) and progress[-1]["done_bytes"] == progress[-1]["total_bytes"]
+        assert progress[-1]["total_bytes"] >= 3 * (6 << 20) // 2  # random bytes: near 18 MiB
+
+        # The node holds it now: a second session runs without a pull.
+        again_id = _run(stack, first, ["true"])
+        rerun = wait_status(stack, again_id, {"TERMINATED", "ERROR"}, timeout=60)
+        assert rerun["status"] == "TERMINATED", rerun
+        assert "PULLING" not in [h["status"] for h in rerun["history"]]
+        assert [e["name"] for e in _pulls(stack, node, first)].count("ImagePullStarted") == 1
+
+        # Wrong credentials: the session ends with a reason naming authentication.
+        wrong = f"wrong-{uuid.uuid4().hex}"
+        changed = stack.gql(MODIFY, name=name, password=wrong)["data"]["modifyRegistry"]
+        assert changed["status"] == "ACCEPTED", changed
+        refused_id = _run(stack, second, ["true"])
+        refused = wait_status(stack, refused_id, {"TERMINATED", "ERROR", "CANCELLED"}, timeout=90)
+        assert refused["status"] == "ERROR", refused
+        assert "authentication" in refused["statusReason"], refused
+
+        # The secrets are in no event, no log line and no answer.
+        dump = _whole_log(stack)
+        listed = json.dumps(stack.gql("{ registries { name url username hasSecret } }"))
+        for secret in (registry.password, wrong):
+            assert secret not in dump
+            assert secret not in stack.output()
+            assert secret not in listed
+        assert '"hasSecret": true' in listed
+    finally:
+        stack.stop()
+        for ref in (first, second):
+            remove_local_image(ref)
+
+
+def test_an_agent_killed_mid_pull_leaves_no_session_pulling(
+    registry: Registry, tmp_path: Path
+) -> None:
+    image = _image(registry, "big", layers=4, size=32 << 20)
+    stack = Jetyard(
+        tmp_path / "data", free_port(), "docker", env={"JETYARD_UP_RESTART_DELAY_S": "1"}
+    ).start()
+    try:
+        name = f"lab{uuid.uuid4().hex[:6]}"
+        stack.gql(ADD, name=name, url=registry.url, user=registry.username,
+                  password=registry.password)  # fmt: skip
+        assert image in stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]["registered"]
+        session_id = _run(stack, image, ["true"])
+        pulling = wait_status(stack, session_id, {"PULLING", "RUNNING", "TERMINATED"}, timeout=60)
+        agent = stack.pid_of("agent")
+        os.kill(agent, signal.SIGKILL)
+        node = pulling["nodeIds"][0]
+        at_kill = [e["name"] for e in _pulls(stack, node, image)]
+        # Killed mid-pull (a ~128 MiB image: seconds of pulling here).
+        assert pulling["status"] == "PULLING" and "ImagePullFinished" not in at_kill, at_kill
+        _restarted(stack, "agent", agent)
+        ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
+        assert ended["status"] == "TERMINATED", ended
+        node = ended["nodeIds"][0]
+        names = [e["name"] for e in _pulls(stack, node, image)]
+        # The restarted agent began the pull again and finished it: nothing stays PULLING.
+        assert names.count("ImagePullStarted") == 2 and names[-1] == "ImagePullFinished", names
+        wait_until(lambda: _nothing_pulling(stack, node), "the node reports no pull in flight")
+    finally:
+        stack.stop()
+        remove_local_image(image)
+
+
+def _nothing_pulling(stack: Jetyard, node: str) -> bool:
+    started: dict[str, int] = {}
+    for event in _events(stack, "agent", node):
+        ref = event["payload"].get("reference")
+        if event["name"] == "ImagePullStarted":
+            started[ref] = started.get(ref, 0) + 1
+        elif event["name"] in ("ImagePullFinished", "ImagePullFailed"):
+            started[ref] = 0
+    return not any(started.values())
+
+
+def _whole_log(stack: Jetyard) -> str:
+    """Every stored message of every stream, as the NATS server has it on disk."""
+    root = stack.data_dir
+    chunks = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            chunks.append(path.read_bytes().decode(errors="replace"))
+    docker_logs = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True)
+    return "\n".join(chunks) + docker_logs.stdout
