@@ -1,9 +1,10 @@
 """The ``jetyard`` command line: the parser of every command group and ``main``, which hands
 each command to its group. For users, through the SDK: ``login``/``logout`` (``login``),
 ``run``, ``ps``, ``logs``, ``rm``, ``images``, ``apps`` (``sessions``), ``shell``, ``vfolder``
-(``folders``), ``completion``; for admins, ``admin`` (people, keypairs). For operators, on
-NATS: stream set-up, audit replay (``log``), the views' rebuild, the quarantine, the AsyncAPI
-document (``operator``), and the runtime: ``up`` and ``serve`` (``up``)."""
+(``folders``), ``completion``; for admins, ``admin`` (people, keypairs) and ``registry``
+(registries, rescans, pull policies). For operators, on NATS: stream set-up, audit replay
+(``log``), the views' rebuild, the quarantine, the AsyncAPI document (``operator``), and the
+runtime: ``up`` and ``serve`` (``up``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ import sys
 import argcomplete
 
 from events.bus import ServerUnsuitableError
-from jetyard.cli import admin, completion, folders, login, operator, sessions, shell, up
+from jetyard.cli import (
+    admin,
+    completion,
+    folders,
+    login,
+    operator,
+    registry,
+    sessions,
+    shell,
+    up,
+)
 from jetyard.cli.sessions_args import split_command
 from jetyard.runtime.data_dir import DataDirBusyError
 from jetyard.stacks import NoStackError
@@ -37,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     completion.add_parser(sub)
     operator.add_nats_parser(sub)
     admin.add_parser(sub)
+    registry.add_parser(sub)
     return root
 
 
@@ -68,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             return shell.run(args)
         if args.command == "admin":
             return admin.run(args)
+        if args.command == "registry":
+            return registry.run(args)
         return operator.run(args)
     except BrokenPipeError:  # `jetyard log | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -6,7 +6,9 @@ end was asked for) and its resources in total; ``quota`` says held, waiting and 
 
 ``jetyard run IMAGE -- CMD...`` creates a batch session, says its status changes on stderr,
 streams its output to stdout live (the ``sessionOutput`` subscription, from line 0) and exits
-with its exit code. An interactive one (``--type interactive``) is followed until it runs,
+with its exit code. While its image is pulled (PULLING), the pulls' progress is drawn on
+stderr (``jetyard.cli.pulls``); a failed pull says why, and the session's end follows. An
+interactive one (``--type interactive``) is followed until it runs,
 then its id is printed (exit 1 if it ended instead); ``--detach`` prints the id at once.
 Ctrl-C leaves the session as it is and says how to follow or stop it.
 """
@@ -22,6 +24,7 @@ from contextlib import aclosing
 from datetime import UTC, datetime
 
 from jetyard.cli import common as ui
+from jetyard.cli.pulls import show_pulls
 from jetyard.cli.sessions_args import add_parsers, env_pairs
 from jetyard.sdk.async_client import AsyncClient
 from jetyard.sdk.config import ConfigError, Credentials
@@ -84,18 +87,22 @@ async def _run_session(jy: AsyncClient, args: argparse.Namespace, started: list[
     if args.detach:
         print(session_id)
         return 0
-    if args.type == "interactive":
-        last = await _follow(jy, session_id, until="RUNNING")
-        if last is None or last.status != "RUNNING":
-            return ui.REFUSED
-        print(session_id)
-        return 0
-    following = asyncio.create_task(_follow(jy, session_id))
+    pulling = asyncio.create_task(show_pulls(jy, session_id))
     try:
-        await _stream(jy, session_id, None, (args.cluster_size or 1) > 1)
-        await following
+        if args.type == "interactive":
+            last = await _follow(jy, session_id, until="RUNNING")
+            if last is None or last.status != "RUNNING":
+                return ui.REFUSED
+            print(session_id)
+            return 0
+        following = asyncio.create_task(_follow(jy, session_id))
+        try:
+            await _stream(jy, session_id, None, (args.cluster_size or 1) > 1)
+            await following
+        finally:
+            following.cancel()
     finally:
-        following.cancel()
+        pulling.cancel()
     ended = await jy.sessions.wait(session_id)
     if ended.status == "TERMINATED" and ended.exit_code is not None:
         return ended.exit_code
@@ -188,8 +195,8 @@ async def _images(jy: AsyncClient, args: argparse.Namespace) -> int:
     if args.json:
         ui.json_lines(i.as_json() for i in found)
         return 0
-    columns = ("image", "registered", "nodes", "groups", "apps")
-    ui.table(columns, ((i.name, "yes" if i.registered else "no", i.nodes,
+    columns = ("image", "registered", "registry", "nodes", "groups", "apps")
+    ui.table(columns, ((i.name, "yes" if i.registered else "no", i.registry, i.nodes,
                         ",".join(i.resource_groups) or None, ",".join(i.apps) or None)
                        for i in found))  # fmt: skip
     if any(not i.nodes for i in found):

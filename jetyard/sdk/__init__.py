@@ -14,7 +14,8 @@ reads and writes no subject.
 
 Both clients have ``sessions`` and ``apps`` (``jetyard.sdk.sessions``), ``folders``
 (``jetyard.sdk.folders``; the bytes in ``jetyard.sdk.files``), ``admin`` and ``usage``
-(``jetyard.sdk.admin``) and ``graphql`` for anything else; they return the models of
+(``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``) and ``graphql`` for anything
+else; they return the models of
 ``jetyard.sdk.models``. ``from_config`` finds the endpoint and credentials as the ``jetyard``
 command does (``jetyard.sdk.config``). Requests are signed with a keypair
 (``JetyardAuth``) or carry a login token (``BearerAuth``); every refusal is a
@@ -28,9 +29,13 @@ from jetyard.sdk.auth import BearerAuth, JetyardAuth
 from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.models import (
     AppAccess,
+    ImagePull,
     KernelOutput,
     Mount,
     Outcome,
+    RegistryInfo,
+    RescanProgress,
+    RescanResult,
     ServicePort,
     Session,
     SessionSummary,
@@ -44,11 +49,15 @@ __all__ = [
     "AsyncClient",
     "BearerAuth",
     "Client",
+    "ImagePull",
     "JetyardAuth",
     "JetyardError",
     "KernelOutput",
     "Mount",
     "Outcome",
+    "RegistryInfo",
+    "RescanProgress",
+    "RescanResult",
     "ServicePort",
     "Session",
     "SessionSummary",

@@ -1,7 +1,8 @@
 """The asynchronous client: signed (or token-authenticated) GraphQL calls over httpx, the
 gateway's subscriptions over graphql-transport-ws, and the typed parts built on them:
 ``sessions`` and ``apps`` (``jetyard.sdk.sessions``), ``folders`` (``jetyard.sdk.folders``),
-``admin`` and ``usage`` (``jetyard.sdk.admin``). Talks HTTP and WebSocket only."""
+``admin`` and ``usage`` (``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``).
+Talks HTTP and WebSocket only."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from jetyard.sdk.auth import Anonymous, Auth, BearerAuth, JetyardAuth, now
 from jetyard.sdk.config import Credentials, resolve
 from jetyard.sdk.errors import JetyardError, data_of
 from jetyard.sdk.folders import Folders
+from jetyard.sdk.images import Registries
 from jetyard.sdk.models import LoginResult
 from jetyard.sdk.sessions import Apps, Sessions
 from jetyard.sdk.subscriptions import subscribe
@@ -97,6 +99,11 @@ class AsyncClient:
     @property
     def usage(self) -> Usage:
         return Usage(self)
+
+    @property
+    def registries(self) -> Registries:
+        """Registries and their rescans, image pull policies (superadmins)."""
+        return Registries(self)
 
     async def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The ``data`` of the answer; raises ``JetyardError`` on an HTTP or GraphQL error."""

@@ -1,6 +1,6 @@
 """Compute sessions and their apps from Python, reached as ``AsyncClient.sessions`` and
 ``AsyncClient.apps``: typed calls over the gateway's session queries and mutations, and its
-two subscriptions (``sessionStatus``, ``sessionOutput``) as async iterators.
+subscriptions (``sessionStatus``, ``sessionOutput``, ``sessionPulls``) as async iterators.
 
     async with AsyncClient.from_config() as jy:
         created = await jy.sessions.create("jetyard-busybox:latest", type="batch",
@@ -24,6 +24,7 @@ from typing import Any
 from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.models import (
     AppAccess,
+    ImagePull,
     KernelOutput,
     Mount,
     Outcome,
@@ -42,7 +43,7 @@ OUTCOME = selection(Outcome)
 
 IMAGE_PAGE = 100
 """Registered images read at once (a page the gateway's cost limit allows with their apps)."""
-IMAGE_FIELDS = "{ name servicePorts { name } } }"
+IMAGE_FIELDS = "{ name registry digest servicePorts { name } } }"
 MIN_PREFIX = 8
 """The shortest id prefix that names a session (what reasons print: ``c899eb13``)."""
 
@@ -140,12 +141,12 @@ class Sessions:
         """What a session can run, by name: the registered images (``images``) and those the
         nodes report holding (``nodeImages``: a user sees the nodes of the groups they may
         run in)."""
-        registered: dict[str, builtins.list[str]] = {}
+        registered: dict[str, dict[str, Any]] = {}
         while True:
             # The page inline: the gateway prices a page given as a variable as a large one.
             query = f"query($at: Int!) {{ images(first: {IMAGE_PAGE}, offset: $at) {IMAGE_FIELDS}"
             page = (await self._client.graphql(query, {"at": len(registered)}))["images"]
-            registered |= {i["name"]: [p["name"] for p in i["servicePorts"]] for i in page}
+            registered |= {i["name"]: i for i in page}
             if len(page) < IMAGE_PAGE:
                 break
         data = await self._client.graphql("{ nodeImages { name nodes resourceGroups } }")
@@ -156,7 +157,9 @@ class Sessions:
                 registered=name in registered,
                 nodes=held[name]["nodes"] if name in held else 0,
                 resource_groups=held[name]["resourceGroups"] if name in held else [],
-                apps=registered.get(name, []),
+                apps=[p["name"] for p in registered.get(name, {}).get("servicePorts", [])],
+                registry=registered.get(name, {}).get("registry"),
+                digest=registered.get(name, {}).get("digest") or "",
             )
             for name in sorted(registered.keys() | held.keys())
         ]
@@ -223,6 +226,15 @@ class Sessions:
         async with aclosing(self._client.subscribe(query, variables)) as stream:
             async for data in stream:
                 yield KernelOutput.model_validate(data["sessionOutput"])
+
+    async def pulls(self, session_id: str) -> AsyncGenerator[ImagePull, None]:
+        """The pulls of its image on its nodes as they go (``ImagePull``: bytes done and to
+        do, then finished or failed), from its placement; ends once it runs or ends (at once
+        when it already has)."""
+        query = f"subscription($id: ID!) {{ sessionPulls(id: $id) {{ {selection(ImagePull)} }} }}"
+        async with aclosing(self._client.subscribe(query, {"id": session_id})) as stream:
+            async for data in stream:
+                yield ImagePull.model_validate(data["sessionPulls"])
 
     async def wait(self, session_id: str, *, timeout_s: float | None = None) -> Session:
         """The session once it has ended (TERMINATED, CANCELLED or ERROR), as the views hold

@@ -22,7 +22,7 @@ import httpx
 from jetyard.sdk.async_client import AsyncClient
 from jetyard.sdk.auth import now
 from jetyard.sdk.config import Credentials, resolve
-from jetyard.sdk.models import KernelOutput, StatusChange
+from jetyard.sdk.models import ImagePull, KernelOutput, StatusChange
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -116,6 +116,7 @@ class Client:
         self.apps = Apps(portal, self.aio)
         self.usage = Usage(portal, self.aio)
         self.admin = Admin(portal, self.aio)
+        self.registries = Registries(portal, self.aio)
         self.folders = Folders(portal, self.aio)
 
     @classmethod
@@ -158,6 +159,9 @@ class Sessions:
     ) -> Iterator[KernelOutput]:
         return self._portal.iterate(self._inner.output(session_id, since, kernel))
 
+    def pulls(self, session_id: str) -> Iterator[ImagePull]:
+        return self._portal.iterate(self._inner.pulls(session_id))
+
 
 class Apps:
     def __init__(self, portal: Portal, aio: AsyncClient) -> None:
@@ -192,6 +196,18 @@ class Admin:
         self.modify_policy = blocking(inner.modify_policy)
         self.cordon_node = blocking(inner.cordon_node)
         self.uncordon_node = blocking(inner.uncordon_node)
+
+
+class Registries:
+    """``AsyncClient.registries``, blocking (a rescan's progress callback runs on the
+    client's thread)."""
+
+    def __init__(self, portal: Portal, aio: AsyncClient) -> None:
+        inner, blocking = aio.registries, portal.blocking
+        self.list, self.add = blocking(inner.list), blocking(inner.add)
+        self.modify, self.remove = blocking(inner.modify), blocking(inner.remove)
+        self.rescan = blocking(inner.rescan)
+        self.set_pull_policy = blocking(inner.set_pull_policy)
 
 
 class Folders:

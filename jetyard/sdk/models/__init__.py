@@ -1,6 +1,7 @@
 """What the SDK returns: the gateway's GraphQL types as frozen pydantic models (snake_case
 attributes, camelCase on the wire; ``jetyard.sdk.wire``), one module per subject: sessions and
-their apps, accounts (logins, administration, usage), and virtual folders."""
+their apps, accounts (logins, administration, usage), virtual folders, and registries and
+image pulls."""
 
 from __future__ import annotations
 
@@ -28,6 +29,14 @@ from jetyard.sdk.models.folders import (
     Share,
     VFolder,
 )
+from jetyard.sdk.models.images import (
+    ImagePull,
+    PullLayer,
+    RegistryInfo,
+    RescanProgress,
+    RescanResult,
+    SkippedTag,
+)
 from jetyard.sdk.models.sessions import (
     AppAccess,
     KernelOutput,
@@ -48,6 +57,7 @@ __all__ = [
     "AppAccess",
     "DomainInfo",
     "GpuDeviceUsage",
+    "ImagePull",
     "IssuedKeypair",
     "KernelOutput",
     "KeypairInfo",
@@ -58,8 +68,12 @@ __all__ = [
     "Node",
     "Outcome",
     "ProjectInfo",
+    "PullLayer",
     "Quota",
     "QuotaSlot",
+    "RegistryInfo",
+    "RescanProgress",
+    "RescanResult",
     "ResourcePolicyInfo",
     "Resources",
     "RunnableImage",
@@ -68,6 +82,7 @@ __all__ = [
     "SessionMount",
     "SessionSummary",
     "Share",
+    "SkippedTag",
     "StatusChange",
     "StorageLimits",
     "UsageRow",

@@ -130,12 +130,15 @@ class Mount(Model):
 
 
 class RunnableImage(Model):
-    """An image a session may name: ``registered`` (by an administrator, with its apps) and
-    where the nodes report holding it (``nodes``, in ``resource_groups``; 0 and none when no
-    node the caller may use holds it yet)."""
+    """An image a session may name: ``registered`` (by an administrator, with its apps; from
+    ``registry`` at ``digest`` when a rescan found it there) and where the nodes report holding
+    it (``nodes``, in ``resource_groups``; 0 and none when no node the caller may use holds it
+    yet)."""
 
     name: str
     registered: bool
     nodes: int
     resource_groups: list[str]
     apps: list[str]
+    registry: str | None = None
+    digest: str = ""

@@ -12,3 +12,4 @@ import "./op-queue.js";
 import "./op-usage.js";
 import "./op-events.js";
 import "./op-people.js";
+import "./op-images.js";

@@ -1,11 +1,14 @@
-// One session: what it asked for, its status history (live), where it waits and why, its
-// output (live from line 0), its apps and its terminal.
+// One session: what it asked for, its status history (live), where it waits and why, the
+// image pulls it waits for (live, per node), its output (live from line 0), its apps and its
+// terminal.
 
 import { gql } from "../api.js";
 import { FINAL, clockEl, h, replace, shellWords, statusBadge, when } from "../dom.js";
 import { errorBox } from "../errors.js";
+import * as live from "../live.js";
 import { showOutput } from "../output.js";
 import { AUDITORS } from "../op/format.js";
+import { bytesOf, progressBar } from "../progress.js";
 import { definePage } from "../router.js";
 import { followStatus, queueText, resourcesText, sessionAsOf, sessionLabel } from "../sessions-common.js";
 import { openTerminal } from "../terminal.js";
@@ -19,6 +22,11 @@ const SESSION = `query Session($id: ID!) {
     servicePorts { kernelId name protocol port state public }
   }
 }`;
+const PULLS = `subscription SessionPulls($id: ID!) {
+  sessionPulls(id: $id) { nodeId reference status doneBytes totalBytes layers { layer doneBytes totalBytes } cause reason }
+}`;
+// A session in one of these may still pull its image; sessionPulls ends once it runs or ends.
+const BEFORE_RUNNING = new Set(["PENDING", "SCHEDULED", "PULLING"]);
 const TERMINATE = `mutation Terminate($id: ID!) { terminateSession(id: $id) { status message } }`;
 const START_APP = `mutation StartApp($id: ID!, $app: String!) { startApp(sessionId: $id, app: $app) { url expiresAt } }`;
 
@@ -50,6 +58,24 @@ function resultOf(session) {
   return session.exitCode === null ? "did not run" : `exit ${session.exitCode}`;
 }
 
+const PULL_WORDS = { pulling: "pulling", finished: "pulled", failed: "failed" };
+
+/** One node's pull of one image: a bar of bytes (layers in a fold), or why it failed. */
+function pullRow(pull) {
+  const done = pull.status === "finished" ? pull.totalBytes : pull.doneBytes;
+  const share = pull.status === "finished" ? 1 : pull.totalBytes > 0 ? done / pull.totalBytes : 0;
+  return h("li", { class: `pull pull-${pull.status}`, dataset: { node: pull.nodeId, status: pull.status } },
+    h("div", { class: "pull-head" }, h("strong", {}, pull.nodeId), " ", h("span", { class: "mono" }, pull.reference),
+      h("span", { class: "tag" }, PULL_WORDS[pull.status] ?? pull.status)),
+    pull.status === "failed"
+      ? h("div", { class: "pull-failure", role: "alert" }, pull.cause && [h("code", { class: "error-code" }, pull.cause), " "], pull.reason || "the pull failed")
+      : progressBar(share, pull.status === "finished" && !(done > 0) ? "done" : bytesOf(done, pull.totalBytes)),
+    pull.status === "pulling" && pull.layers.length > 0 && h("details", { class: "pull-layers" },
+      h("summary", {}, `${pull.layers.length} ${pull.layers.length === 1 ? "layer" : "layers"}`),
+      h("ul", { class: "plain" }, pull.layers.map((l) => h("li", {}, h("span", { class: "mono", title: l.layer }, l.layer.slice(0, 19)),
+        progressBar(l.totalBytes > 0 ? l.doneBytes / l.totalBytes : 0, bytesOf(l.doneBytes, l.totalBytes)))))));
+}
+
 function historyRow(change) {
   return h("tr", { dataset: { status: change.status } }, h("td", {}, clockEl(change.at)), h("td", {}, statusBadge(change.status)), h("td", {}, change.reason));
 }
@@ -67,6 +93,8 @@ definePage({
     let current = session;
     const badge = h("span", { id: "session-status" }, statusBadge(session.status));
     const wait = h("div", { class: "wait", id: "session-wait", role: "status" });
+    const pullList = h("ul", { class: "plain pulls" });
+    const pullBox = h("section", { class: "card", id: "session-pulls", hidden: true, "aria-live": "polite" }, h("h2", {}, "Image pull"), pullList);
     const problems = h("div", { class: "problems" });
     const terminate = h("button", { type: "button", class: "danger", id: "terminate" }, "Terminate");
     // Administrators may read the session's events (the audit trail) on the Audit page.
@@ -86,6 +114,7 @@ definePage({
         h("div", { class: "actions" }, audit, terminate)),
       problems,
       wait,
+      pullBox,
       h("div", { class: "columns" },
         h("section", { class: "card" }, h("h2", {}, "Details"), detailBox),
         h("section", { class: "card" }, h("h2", {}, "Status history"),
@@ -103,6 +132,30 @@ definePage({
       wait.hidden = false;
       const place = queueText(current.queuePosition, current.queueLength);
       replace(wait, h("strong", {}, "Waiting"), place && ` · ${place}`, current.statusReason && h("div", {}, current.statusReason));
+    };
+
+    // Each node's pull of each image, as sessionPulls last said (a finished pull keeps the
+    // bytes its last progress said: the finish carries none).
+    const pulls = new Map();
+    const pulled = (update) => {
+      const key = `${update.nodeId} ${update.reference}`;
+      const before = pulls.get(key);
+      const keep = update.status === "finished" && before
+        ? { doneBytes: before.totalBytes, totalBytes: before.totalBytes, layers: [] } : {};
+      pulls.set(key, { ...update, ...keep });
+      pullBox.hidden = false;
+      replace(pullList, [...pulls.values()].map(pullRow));
+    };
+    let stopPulls = null;
+    scope.onLeave(() => stopPulls?.());
+    const followPulls = () => {
+      if (stopPulls !== null || !BEFORE_RUNNING.has(current.status)) return;
+      const ended = () => { stopPulls = null; };
+      stopPulls = live.subscribe(PULLS, { id: current.id }, {
+        next: (data) => pulled(data.sessionPulls),
+        error: (error) => { ended(); replace(problems, errorBox(error, "Pull progress stopped")); },
+        complete: ended,
+      });
     };
 
     let closeTerminal = null;
@@ -187,6 +240,7 @@ definePage({
       terminate.hidden = FINAL.has(change.status) || change.status === "TERMINATING";
       drawWait();
       if (moved) {
+        followPulls(); // again if requeued and placed anew
         drawApps();
         refresh(); // nodes, kernels, apps and the exit code change with the status
       }
@@ -194,6 +248,7 @@ definePage({
 
     terminate.hidden = FINAL.has(session.status);
     drawWait();
+    followPulls();
     drawApps();
     showOutput(output, scope, session);
   },

@@ -1,0 +1,150 @@
+"""The Images page (Operate) and the session page's pulls in a real Chromium, against a
+real ``jetyard up`` (Docker backend) and a real registry with htpasswd authentication
+(``tests/registry_support``): the superadmin adds the registry from the page (its password is
+never shown again), rescans it and sees the image listed with its registry, digest and size,
+sets its pull policy; a session for the image, started from the new-session form, shows each
+node's pull with its bytes and goes PULLING, then RUNNING; with a wrong password set from the
+page, a session for another image shows the pull's failure and why; the registry is removed
+from the page."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.support import Researcher, shot, sign_in
+from tests.browser.test_console import FINAL, status
+from tests.e2e.conftest import Jetyard
+from tests.registry_support import (
+    Registry,
+    build_layered_image,
+    push,
+    remove_local_image,
+    running_registry,
+)
+
+# The stack starts (or stops) inside one of them, and a ~100 MiB image is built and pushed.
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with running_registry(tmp_path_factory.mktemp("registry")) as reg:
+        yield reg
+
+
+def pushed(registry: Registry, *, layers: int, size: int) -> str:
+    """A fresh image in the registry and not in the engine: its reference."""
+    local = build_layered_image(f"jy-console-src-{uuid.uuid4().hex[:8]}:v1", layers, size)
+    repo = f"console-{uuid.uuid4().hex[:8]}/tool:v1"
+    try:
+        push(registry, local, repo)
+    finally:
+        remove_local_image(local)
+    return f"{registry.host}/{repo}"
+
+
+def start_session(page: Page, base: str, image: str, command: str) -> str:
+    """The new-session form for ``image`` (a batch session); the new session's id."""
+    page.goto(f"{base}/console/#/sessions/new")
+    page.fill("#f-image", image)
+    page.check("input[name=type][value=batch]")
+    page.fill("#f-cpu", "0.5")
+    page.fill("#f-memory", "64m")
+    page.fill("#f-command", command)
+    page.click("#new-session button[type=submit]")
+    expect(page.locator("#session-status")).to_be_visible()
+    return page.url.rsplit("/", 1)[-1]
+
+
+def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
+    page: Page, stack: Jetyard, registry: Registry
+) -> None:
+    # Big enough (random bytes) that the pull takes a moment even from this machine.
+    image = pushed(registry, layers=4, size=24 << 20)
+    refused_image = pushed(registry, layers=1, size=1 << 20)
+    try:
+        who = stack.admin
+        sign_in(page, stack.url, Researcher(who["email"], who["user_id"], "", "", who["password"]))
+        page.click("#nav >> text=Images")
+        expect(page.locator("#op-add-registry")).to_be_visible()
+        expect(page.locator("#op-registry-password")).to_have_attribute("type", "password")
+
+        name = f"lab{uuid.uuid4().hex[:6]}"
+        page.fill("#op-registry-name", name)
+        page.fill("#op-registry-url", registry.url)
+        page.fill("#op-registry-username", registry.username)
+        page.fill("#op-registry-password", registry.password)
+        page.click("#op-add-registry button[type=submit]")
+        row = page.locator(f"#op-registries tr[data-registry='{name}']")
+        expect(row).to_contain_text(registry.url)
+        expect(row).to_contain_text(registry.username)
+        expect(row.locator(".op-secret-state")).to_have_text("set")
+        expect(page.locator("#op-registry-password")).to_have_value("")
+        assert registry.password not in page.content()
+
+        row.locator(".op-rescan-button").click()
+        result = page.locator("#op-rescan-result")
+        expect(result).to_contain_text(f"Rescan of {name}: 2 registered")
+        expect(result).to_contain_text(image)
+        listed = page.locator(f"#op-images tr[data-image='{image}']")
+        expect(listed).to_contain_text(name)
+        expect(listed).to_contain_text("sha256:")
+        expect(listed).to_contain_text("MiB")
+        shot(page, "images-rescanned")
+
+        listed.locator(".op-pull-policy").select_option("if-not-present")
+        expect(page.locator("#op-images-result")).to_be_visible()
+        expect(listed.locator(".op-pull-policy")).to_have_value("if-not-present")
+        assert registry.password not in page.content()
+
+        # A session for the image: its pull per node, live, then it runs.
+        start_session(page, stack.url, image, "sh -c 'echo pulled and ran; sleep 2'")
+        pull = page.locator("#session-pulls li.pull")
+        expect(pull).to_be_visible(timeout=60_000)
+        expect(pull).to_contain_text(image)
+        expect(pull.locator(".progress-text")).to_contain_text("MiB")
+        shot(page, "session-pulling")
+        status(page, "RUNNING")
+        expect(page.locator("#history tr[data-status=PULLING]")).to_be_visible()
+        expect(pull).to_have_attribute("data-status", "finished")
+        status(page, FINAL)
+        expect(page.locator("#session-output")).to_contain_text("pulled and ran")
+        said = page.locator("#history tr").evaluate_all("rows => rows.map(r => r.dataset.status)")
+        assert said.index("SCHEDULED") < said.index("PULLING") < said.index("RUNNING"), said
+        shot(page, "session-pulled")
+
+        # The node reports holding it now (its agent's image list follows the pull).
+        page.goto(f"{stack.url}/console/#/operate/images")
+        nodes = page.locator(f"#op-images tr[data-image='{image}'] .op-image-nodes")
+        deadline = time.monotonic() + 30
+        while nodes.inner_text() != "1" and time.monotonic() < deadline:
+            time.sleep(1)
+            page.click("#op-images-refresh")
+        expect(nodes).to_have_text("1")
+
+        # A wrong password, set from the page: the next pull fails and the page says why.
+        page.select_option("#op-change-registry-name", name)
+        page.fill("#op-change-registry-password", f"wrong-{uuid.uuid4().hex}")
+        page.click("#op-change-registry button[type=submit]")
+        expect(page.locator("#op-images-result")).to_be_visible()
+        start_session(page, stack.url, refused_image, "true")
+        failed = page.locator("#session-pulls li.pull[data-status=failed]")
+        expect(failed).to_be_visible(timeout=60_000)
+        expect(failed.locator(".pull-failure")).to_contain_text("authentication")
+        status(page, "ERROR")
+        shot(page, "session-pull-failed")
+
+        page.goto(f"{stack.url}/console/#/operate/images")
+        page.on("dialog", lambda dialog: dialog.accept())
+        row.locator(".op-remove-registry").click()
+        expect(row.locator(".tag")).to_have_text("removed")
+        expect(row.locator(".op-rescan-button")).to_have_count(0)
+        shot(page, "images-registry-removed")
+    finally:
+        for ref in (image, refused_image):
+            remove_local_image(ref)
