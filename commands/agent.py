@@ -17,6 +17,7 @@ from events.domain.agent import (
     ImagePullFinished,
     ImagePullProgressed,
     ImagePullStarted,
+    ImagePurged,
     KernelExited,
     KernelFailedToStart,
     KernelServicePortsReported,
@@ -60,6 +61,7 @@ class Agent(Aggregate):
         volumes: tuple[str, ...] = ()  # a default: older snapshots have none
         running: dict[str, RunningKernel]
         pulling: dict[str, dict[str, str]] = {}  # a default: older snapshots have none
+        purged_seq: int = 0  # a default: older snapshots have none
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -76,6 +78,8 @@ class Agent(Aggregate):
         # Image reference -> the kernels (and their sessions) its pull in flight serves:
         # what a restarted agent finds unfinished, and what operators see per node.
         self.pulling: dict[str, dict[str, str]] = {}
+        self.purged_seq = 0
+        """The ledger position of the last purge request answered (``ImagePurged``)."""
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -188,6 +192,16 @@ class Agent(Aggregate):
             self.PullFailed, now, reference=reference, cause=cause, reason=reason, kernels=kernels
         )
 
+    def image_purged(
+        self, reference: str, request_seq: int, freed: int, refused: str, now: datetime
+    ) -> bool:
+        if request_seq <= self.purged_seq:
+            return False  # answered already (a pass repeated after an unknown outcome)
+        return self._trigger(
+            self.Purged, now, reference=reference, request_seq=request_seq, freed_bytes=freed,
+            refused=refused,
+        )  # fmt: skip
+
     def kernel_started(
         self, kernel_id: str, session_id: str, container_id: str, now: datetime
     ) -> bool:
@@ -276,6 +290,10 @@ class Agent(Aggregate):
     class PullFailed(ImagePullFailed, Aggregate.Event):
         def apply(self, agent: Agent) -> None:
             agent.pulling.pop(self.reference, None)
+
+    class Purged(ImagePurged, Aggregate.Event):
+        def apply(self, agent: Agent) -> None:
+            agent.purged_seq = max(agent.purged_seq, self.request_seq)
 
     class Started(KernelStarted, Aggregate.Event):
         def apply(self, agent: Agent) -> None:

@@ -1,8 +1,8 @@
 """The agents view: what the agent on each machine reports about itself (backend, epoch,
-hardware, devices, images), shown next to the node's ledger.
+hardware, devices, images, the image pulls in flight), shown next to the node's ledger.
 
-Reads ``ev.agent.*`` (AgentRegistered, AgentImagesChanged; kernel facts become session
-changes, which the sessions view shows). ``apply`` is pure; ``apply_batch`` does the I/O.
+Reads ``ev.agent.*`` (AgentRegistered, AgentImagesChanged, ImagePull*; kernel facts become
+session changes, which the sessions view shows). ``apply`` is pure; ``apply_batch`` does the I/O.
 """
 
 from __future__ import annotations
@@ -17,15 +17,26 @@ from sqlalchemy import JSON, BigInteger, Column, MetaData, String, Table, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from events.catalogue import CATALOGUE
-from events.domain.agent import AgentImagesChanged, AgentRegistered
+from events.domain.agent import (
+    AgentImagesChanged,
+    AgentRegistered,
+    ImagePullFailed,
+    ImagePullFinished,
+    ImagePullProgressed,
+    ImagePullStarted,
+)
 from events.envelope import StoredEvent
 from projections.base import UNDECODABLE, View, skip_undecodable
 from projections.db import UTCDateTime, slot_columns, slot_values, slots_from, sync_rows
 from schemas.resources import ResourceSlots
 
 NAME = "agents"
-VERSION = 1
-EVENTS = frozenset({AgentRegistered.event_name, AgentImagesChanged.event_name})
+VERSION = 2
+"""v2: pulls (the image pulls in flight, from ``ImagePull*``)."""
+PULLS = (ImagePullStarted, ImagePullProgressed, ImagePullFinished, ImagePullFailed)
+EVENTS = frozenset(
+    {AgentRegistered.event_name, AgentImagesChanged.event_name, *(c.event_name for c in PULLS)}
+)
 
 
 @lru_cache(maxsize=8)
@@ -42,6 +53,8 @@ def tables(suffix: str = "") -> Table:
         *slot_columns(),  # what the machine reports; the node row holds what is scheduled
         Column("devices", JSON, nullable=False),
         Column("images", JSON, nullable=False),
+        # Reference -> {"done_bytes", "total_bytes", "since", "kernels"} while it is pulled.
+        Column("pulls", JSON, nullable=False),
         Column("registered_at", UTCDateTime, nullable=False),
         Column("updated_at", UTCDateTime, nullable=False),
         Column("last_seq", BigInteger, nullable=False),
@@ -57,6 +70,7 @@ class AgentRecord:
     capacity: ResourceSlots
     devices: tuple[dict[str, Any], ...]
     images: tuple[str, ...]
+    pulls: dict[str, dict[str, Any]]
     registered_at: datetime
     updated_at: datetime
     last_seq: int
@@ -77,6 +91,8 @@ def apply(agent: AgentRecord | None, event: StoredEvent) -> AgentRecord | None:
             capacity=payload.capacity,
             devices=tuple(d.model_dump(mode="json") for d in payload.devices),
             images=payload.images,
+            # A restarted agent begins its pulls again: each says so with a new start.
+            pulls={},
             # A re-registration (a new epoch) keeps when the machine first joined.
             registered_at=agent.registered_at if agent is not None else env.occurred_at,
             updated_at=env.occurred_at,
@@ -84,7 +100,28 @@ def apply(agent: AgentRecord | None, event: StoredEvent) -> AgentRecord | None:
         )
     if agent is not None and isinstance(payload, AgentImagesChanged):
         return replace(agent, images=payload.images, updated_at=env.occurred_at, last_seq=event.seq)
+    if agent is not None and isinstance(payload, PULLS):
+        pulls = _pulled(dict(agent.pulls), payload, env.occurred_at)
+        return replace(agent, pulls=pulls, updated_at=env.occurred_at, last_seq=event.seq)
     return agent
+
+
+def _pulled(
+    pulls: dict[str, dict[str, Any]],
+    event: ImagePullStarted | ImagePullProgressed | ImagePullFinished | ImagePullFailed,
+    at: datetime,
+) -> dict[str, dict[str, Any]]:
+    ref = event.reference
+    if isinstance(event, ImagePullFinished | ImagePullFailed):
+        pulls.pop(ref, None)
+        return pulls
+    known = pulls.get(ref) or {"done_bytes": 0, "total_bytes": 0, "since": at.isoformat(),
+                                "kernels": 0}  # fmt: skip
+    if isinstance(event, ImagePullStarted):
+        pulls[ref] = {**known, "kernels": known["kernels"] + len(event.kernels)}
+    else:
+        pulls[ref] = {**known, "done_bytes": event.done_bytes, "total_bytes": event.total_bytes}
+    return pulls
 
 
 _PLAIN = tuple(f.name for f in fields(AgentRecord) if f.name != "capacity")
@@ -93,13 +130,13 @@ _PLAIN = tuple(f.name for f in fields(AgentRecord) if f.name != "capacity")
 def _row(agent: AgentRecord) -> dict[str, Any]:
     row = {name: getattr(agent, name) for name in _PLAIN}
     row.update(slot_values("", agent.capacity))
-    row.update(devices=list(agent.devices), images=list(agent.images))
+    row.update(devices=list(agent.devices), images=list(agent.images), pulls=dict(agent.pulls))
     return row
 
 
 def _record(row: Any) -> AgentRecord:
     values = {name: getattr(row, name) for name in _PLAIN}
-    values.update(devices=tuple(row.devices), images=tuple(row.images))
+    values.update(devices=tuple(row.devices), images=tuple(row.images), pulls=dict(row.pulls or {}))
     return AgentRecord(capacity=slots_from(row), **values)
 
 

@@ -11,7 +11,7 @@ import base64
 import binascii
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -89,6 +89,8 @@ class NodeView:
     epoch: int | None
     devices: tuple[dict[str, object], ...]
     images: tuple[str, ...]
+    pulls: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Image pulls in flight: reference -> done_bytes, total_bytes, since, kernels."""
 
 
 def encode_cursor(created_seq: int, kind: str = _CURSOR) -> str:
@@ -221,7 +223,7 @@ def _nodes_query(
     resource_group: str | None, node_ids: Sequence[str] | None = None
 ) -> Select[tuple[object, ...]]:
     n, a = nodes.tables().nodes, agents.tables()
-    query = select(n, a.c.backend, a.c.epoch, a.c.devices, a.c.images).outerjoin(
+    query = select(n, a.c.backend, a.c.epoch, a.c.devices, a.c.images, a.c.pulls).outerjoin(
         a, a.c.id == n.c.id
     )
     if resource_group is not None:
@@ -265,6 +267,7 @@ async def list_nodes(
             epoch=r.epoch,
             devices=tuple(r.devices or ()),
             images=tuple(r.images or ()),
+            pulls=dict(r.pulls or {}),
         )
         for r in rows
     ]

@@ -237,6 +237,10 @@ class Node(Aggregate):
             return False
         return self._trigger(self.Released, now, kernel_id=kernel_id, reason=reason)
 
+    def request_purge(self, reference: str, reason: str, now: datetime) -> bool:
+        """Ask the agent to remove an image (every request is written: the agent acts on each)."""
+        return self._trigger(self.PurgeRequested, now, reference=reference, reason=reason)
+
     def cordon(self, reason: str, now: datetime) -> bool:
         if self.cordoned:
             return False
@@ -274,6 +278,7 @@ class Node(Aggregate):
     StopRequested = events.StopRequested
     Released = events.Released
     Cordoned = events.Cordoned
+    PurgeRequested = events.PurgeRequested
     DrainRequested = events.DrainRequested
     Uncordoned = events.Uncordoned
     Lost = events.Lost

@@ -10,6 +10,7 @@ from commands.aggregate import Aggregate
 from commands.node import devices as node_devices
 from commands.node.rules import Allocation
 from events.domain.node import (
+    ImagePurgeRequested,
     KernelStopRequested,
     NodeCapacityChanged,
     NodeCordoned,
@@ -82,6 +83,10 @@ class Released(ResourcesReleased, Aggregate.Event):
 class Cordoned(NodeCordoned, Aggregate.Event):
     def apply(self, node: Node) -> None:
         node.cordoned = True
+
+
+class PurgeRequested(ImagePurgeRequested, Aggregate.Event):
+    pass  # for the agent to act on; the ledger's own state does not change
 
 
 class DrainRequested(NodeDrainRequested, Aggregate.Event):

@@ -1,4 +1,5 @@
-"""Operator commands on a node (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``),
+"""Operator commands on a node (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``,
+``cmd.node.purge_image``),
 decided by the scheduler, the node ledger's one writer. Sent by the gateway for superadmins."""
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ class DrainNode(Command):
     node_id: Token
     reason: str = Field(default="drained by an operator", min_length=1, max_length=512)
     deadline_s: int | None = Field(default=None, ge=0, le=MAX_DRAIN_S)
+
+
+class PurgeImage(Command):
+    """Remove an image from the node's disk (its agent refuses while a kernel there uses it)."""
+
+    aggregate_type, verb = AggregateType.NODE, "purge_image"
+    node_id: Token
+    reference: str = Field(min_length=1, max_length=512, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+    reason: str = Field(default="purged by an operator", min_length=1, max_length=512)
 
 
 class UncordonNode(Command):

@@ -133,3 +133,14 @@ class ImagePullFailed(Event):
     cause: PullCause
     reason: str
     kernels: dict[str, str] = {}
+
+
+@event("ImagePurged", AGENT)
+class ImagePurged(Event):
+    """The agent's answer to an ``ImagePurgeRequested`` (at ``request_seq`` on its ledger):
+    the image removed (``freed_bytes``), or ``refused`` with why (a kernel uses it)."""
+
+    reference: str
+    request_seq: int
+    freed_bytes: int = 0
+    refused: str = ""

@@ -90,6 +90,15 @@ class NodeCordoned(Event):
     reason: str
 
 
+@event("ImagePurgeRequested", NODE)
+class ImagePurgeRequested(Event):
+    """An operator asked the node's agent to remove an image from its disk: it does unless a
+    kernel there uses it, and reports ``ImagePurged`` either way."""
+
+    reference: str
+    reason: str
+
+
 @event("NodeDrainRequested", NODE)
 class NodeDrainRequested(Event):
     """Cordoned, and its running kernels are to end: by themselves, or stopped at

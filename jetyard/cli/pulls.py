@@ -25,17 +25,21 @@ from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.models import ImagePull
 
 
-def pull_text(pull: ImagePull) -> str:
+def pull_text(pull: ImagePull, total_bytes: int = 0) -> str:
     """One pull in words: ``pulling R on N: 3 MiB of 18 MiB (1 of 3 layers)``, ``pulled R on
-    N (18 MiB)``, or ``pulling R on N failed (authentication): ...``."""
+    N (18 MiB)``, or ``pulling R on N failed (authentication): ...``. A finished pull's own
+    report carries no sizes: ``total_bytes`` is the last one its progress said."""
     where = f"{pull.reference} on {pull.node_id}"
     if pull.status == "finished":
-        return f"pulled {where} ({human_bytes(pull.total_bytes)})"
+        total = pull.total_bytes or total_bytes
+        return f"pulled {where}" + (f" ({human_bytes(total)})" if total else "")
     if pull.status == "failed":
         cause = f" ({pull.cause})" if pull.cause else ""
         return f"pulling {where} failed{cause}: {pull.reason or 'no reason given'}"
     done = sum(1 for x in pull.layers if x.total_bytes and x.done_bytes >= x.total_bytes)
     layers = f" ({done} of {len(pull.layers)} layers)" if pull.layers else ""
+    if not (pull.done_bytes or pull.total_bytes):
+        return f"pulling {where}{layers}"
     of = f" of {human_bytes(pull.total_bytes)}" if pull.total_bytes else ""
     return f"pulling {where}: {human_bytes(pull.done_bytes)}{of}{layers}"
 
@@ -57,6 +61,7 @@ class PullDisplay:
             disable=not console.is_terminal,
         )
         self.tasks: dict[tuple[str, str], TaskID] = {}
+        self.totals: dict[tuple[str, str], int] = {}
 
     def show(self, pull: ImagePull) -> None:
         key = (pull.node_id, pull.reference)
@@ -68,10 +73,13 @@ class PullDisplay:
             task = self.tasks[key] = self.bars.add_task(
                 f"{pull.reference} on {pull.node_id}", total=pull.total_bytes or None
             )
-        self.bars.update(task, completed=pull.done_bytes, total=pull.total_bytes or None)
-        if pull.status != "pulling":
-            self.bars.remove_task(task)
-            self._say(pull_text(pull))
+        if pull.status == "pulling":
+            self.bars.update(task, completed=pull.done_bytes, total=pull.total_bytes or None)
+            self.totals[key] = pull.total_bytes or self.totals.get(key, 0)
+            return
+        self.bars.remove_task(task)
+        del self.tasks[key]
+        self._say(pull_text(pull, self.totals.pop(key, 0)))
 
     def _say(self, text: str) -> None:
         if self.console.is_terminal:

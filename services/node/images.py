@@ -29,6 +29,7 @@ from services.node.record import (
     PullFinished,
     PullProgressed,
     PullStarted,
+    Purged,
 )
 from services.node.settings import AgentSettings
 
@@ -126,6 +127,26 @@ class AgentImages:
             await self._report(
                 PullFailed(ref, "other", "interrupted: the agent restarted, no kernel waits for it")
             )
+
+    async def purge(self, requests: list[tuple[int, str]], in_use: Set[str]) -> None:
+        """Answer operators' purge requests newer than the last answered (on the log): remove
+        each image unless a kernel here uses it or waits for its pull."""
+        agent = self._record.agent
+        answered = agent.purged_seq if agent is not None else 0
+        fresh = [(seq, ref) for seq, ref in requests if seq > answered]
+        if not fresh:
+            return
+        for seq, ref in fresh:
+            freed, refused = 0, ""
+            if ref in in_use or ref in self.waiting:
+                refused = "a kernel on this node uses it"
+            else:
+                try:
+                    freed = await self._backend.remove_image(ref)
+                except ImageInUseError as exc:
+                    refused = str(exc)
+            await self._report(Purged(ref, seq, freed, refused))
+        await self._report(ImagesNow(tuple(await self._backend.images())))
 
     async def close(self) -> None:
         await self.puller.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from commands.node.aggregate import Node
 from commands.node.rules import Allocation
 from events.domain.agent import AgentRegistered
-from events.domain.node import NodeLost
+from events.domain.node import ImagePurgeRequested, NodeLost
 from events.envelope import StoredEvent
 from events.fold import FoldedState
 from schemas.subjects import AggregateType
@@ -22,6 +22,8 @@ class Ledger(FoldedState):
         """Stream sequence of the last NodeLost: the agent answers each loss once."""
         self.latest_epoch = 0
         """The newest epoch registered for this node by any incarnation of its agent."""
+        self.purges: list[tuple[int, str]] = []
+        """Operators' purge requests: (stream sequence, image reference), in order."""
 
     def evolve(self, event: StoredEvent) -> None:
         envelope = event.envelope
@@ -36,6 +38,8 @@ class Ledger(FoldedState):
             self.node.evolve([envelope])
         if event.name == NodeLost.event_name:
             self.lost_seq = event.seq
+        elif event.name == ImagePurgeRequested.event_name:
+            self.purges.append((event.seq, str(envelope.payload["reference"])))
 
     @property
     def allocations(self) -> dict[str, Allocation]:

@@ -92,8 +92,16 @@ class PullFailed:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Purged:
+    reference: str
+    request_seq: int
+    freed_bytes: int
+    refused: str
+
+
 PullFact = PullStarted | PullProgressed | PullFinished | PullFailed
-Fact = Started | FailedToStart | Ended | ImagesNow | PortsFound | PullFact
+Fact = Started | FailedToStart | Ended | ImagesNow | PortsFound | PullFact | Purged
 
 
 class AgentLog(FoldedState):
@@ -253,6 +261,10 @@ def _decide(agent: Agent, fact: Fact, now: datetime) -> str | None:
             agent.change_images(fact.images, now)
         elif isinstance(fact, PortsFound):
             agent.report_service_ports(fact.kernel_id, fact.ports, now)
+        elif isinstance(fact, Purged):
+            agent.image_purged(
+                fact.reference, fact.request_seq, fact.freed_bytes, fact.refused, now
+            )
         elif isinstance(fact, PullStarted | PullProgressed | PullFinished | PullFailed):
             _pull(agent, fact, now)
         else:

@@ -1,4 +1,5 @@
-"""Node commands (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``) decided on
+"""Node commands (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``,
+``cmd.node.purge_image``) decided on
 the folded state: each is one guarded write to ``ev.node.<id>`` through the unit of work. A
 drain's deadline is kept on the ledger; a pass stops what still runs when it comes."""
 
@@ -8,14 +9,14 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from commands.node.messages import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
 from commands.unit_of_work import UnitOfWork, answer
 from services.scheduler.state import SchedulerState
 from services.scheduler.workspace import Workspace
 
-NodeCommand = CordonNode | DrainNode | UncordonNode
+NodeCommand = CordonNode | DrainNode | UncordonNode | PurgeImage
 
 
 @dataclass
@@ -34,6 +35,9 @@ class NodeCommands:
     async def uncordon_node(self, cmd: UncordonNode, ctx: HandlerContext) -> Decision:
         return await self._decide(cmd, ctx)
 
+    async def purge_image(self, cmd: PurgeImage, ctx: HandlerContext) -> Decision:
+        return await self._decide(cmd, ctx)
+
     async def _decide(self, cmd: NodeCommand, ctx: HandlerContext) -> Decision:
         now = ctx.now()
 
@@ -46,6 +50,12 @@ class NodeCommands:
                 changed, done = node.cordon(cmd.reason, now), "cordoned"
             elif isinstance(cmd, UncordonNode):
                 changed, done = node.uncordon(cmd.reason, now), "uncordoned"
+            elif isinstance(cmd, PurgeImage):
+                if node.lost:
+                    return Rejected(Code.INVALID, f"node {name} is lost: its agent cannot act")
+                node.request_purge(cmd.reference, cmd.reason, now)
+                space.unit(cmd.cause(), node)
+                return Accepted((node.id,), (), f"node {name} asked to purge {cmd.reference}")
             else:
                 deadline = None
                 if cmd.deadline_s is not None:

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
-from commands.node.messages import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.cancelling import cancelling
@@ -107,6 +107,7 @@ class Scheduler:
                 CordonNode: self.node_commands.cordon_node,
                 DrainNode: self.node_commands.drain_node,
                 UncordonNode: self.node_commands.uncordon_node,
+                PurgeImage: self.node_commands.purge_image,
             },
             durable=nodes_durable(settings.durable),
             aggregate_type=AggregateType.NODE,

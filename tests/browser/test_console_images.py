@@ -18,7 +18,8 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.support import Researcher, shot, sign_in
 from tests.browser.test_console import FINAL, status
-from tests.e2e.conftest import Jetyard
+from tests.e2e.conftest import TEST_IMAGE, Jetyard
+from tests.e2e.test_session_path import CREATE
 from tests.registry_support import (
     Registry,
     build_layered_image,
@@ -48,14 +49,27 @@ def pushed(registry: Registry, *, layers: int, size: int) -> str:
     return f"{registry.host}/{repo}"
 
 
-def start_session(page: Page, base: str, image: str, command: str) -> str:
-    """The new-session form for ``image`` (a batch session); the new session's id."""
+def blocker(stack: Jetyard, seconds: int) -> str:
+    """A session of the local test image that succeeds after ``seconds``: one that depends on
+    it waits PENDING meanwhile, so its page follows the pull from before it begins (a pull
+    refused at once ends the session before a page opened after it could ask)."""
+    created = stack.gql(CREATE, input={
+        "image": TEST_IMAGE, "cpu": "0.25", "memory": "32m", "command": ["sleep", str(seconds)],
+    })  # fmt: skip
+    assert created["data"]["createSession"]["status"] == "ACCEPTED", created
+    return str(created["data"]["createSession"]["sessionId"])
+
+
+def start_session(page: Page, base: str, image: str, command: str, after: str) -> str:
+    """The new-session form for ``image`` (a batch session that waits for ``after``); the new
+    session's id."""
     page.goto(f"{base}/console/#/sessions/new")
     page.fill("#f-image", image)
     page.check("input[name=type][value=batch]")
     page.fill("#f-cpu", "0.5")
     page.fill("#f-memory", "64m")
     page.fill("#f-command", command)
+    page.fill("#f-dependsOn", after)
     page.click("#new-session button[type=submit]")
     expect(page.locator("#session-status")).to_be_visible()
     return page.url.rsplit("/", 1)[-1]
@@ -103,7 +117,9 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
         assert registry.password not in page.content()
 
         # A session for the image: its pull per node, live, then it runs.
-        start_session(page, stack.url, image, "sh -c 'echo pulled and ran; sleep 2'")
+        after = blocker(stack, 4)
+        start_session(page, stack.url, image, "sh -c 'echo pulled and ran; sleep 2'", after)
+        status(page, "PENDING")
         pull = page.locator("#session-pulls li.pull")
         expect(pull).to_be_visible(timeout=60_000)
         expect(pull).to_contain_text(image)
@@ -132,9 +148,14 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
         page.fill("#op-change-registry-password", f"wrong-{uuid.uuid4().hex}")
         page.click("#op-change-registry button[type=submit]")
         expect(page.locator("#op-images-result")).to_be_visible()
-        start_session(page, stack.url, refused_image, "true")
+        start_session(page, stack.url, refused_image, "true", blocker(stack, 4))
         failed = page.locator("#session-pulls li.pull[data-status=failed]")
-        expect(failed).to_be_visible(timeout=60_000)
+        try:
+            expect(failed).to_be_visible(timeout=60_000)
+        except AssertionError:
+            shot(page, "debug-failed")
+            print("DEBUG", page.locator("#page").inner_text())
+            raise
         expect(failed.locator(".pull-failure")).to_contain_text("authentication")
         status(page, "ERROR")
         shot(page, "session-pull-failed")

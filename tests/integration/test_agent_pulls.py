@@ -8,13 +8,14 @@ again, and one no kernel waits for is failed, so nothing stays in flight."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from cryptography.fernet import Fernet
 
 from commands.directory import Directory
+from commands.node.aggregate import Node
 from commands.registry import Registry, RegistrySettings
 from events.bus import Bus
 from events.store import EventStore
@@ -69,6 +70,10 @@ def pulled(kernel_id: str, ref: str, registry: str = "") -> Any:
         kernel_id, f"session-{kernel_id}", _slots(), NOW, image=ref, command=("sleep", "600"),
         source=source,
     )  # fmt: skip
+
+
+def purge(ref: str) -> Callable[[Node], object]:
+    return lambda node: node.request_purge(ref, "tidy", NOW)
 
 
 def _slots() -> ResourceSlots:
@@ -191,3 +196,51 @@ def _keep(into: list[bytes]) -> Any:
         into.append(bytes(msg.data))
 
     return keep
+
+
+async def test_a_purge_removes_an_unused_image_and_is_refused_for_one_in_use(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine(pull_seconds=0.05, pull_bytes=5000)
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    used, spare = f"reg.lab:5000/t/{new_id()[:8]}:used", f"reg.lab:5000/t/{new_id()[:8]}:spare"
+    async with running(bus, settings, backend):
+        await change_ledger(store, node_id, pulled(kernel, used))
+        await eventually(lambda: _named(store, node_id, "KernelStarted"), what="the start")
+        await backend.pull(spare, None, lambda _: None)  # an image nothing uses
+        for ref in (used, spare):
+            await change_ledger(store, node_id, purge(ref))
+
+        async def answered() -> list[dict[str, Any]] | None:
+            found = [p for n, p in await facts(store, node_id) if n == "ImagePurged"]
+            return found if len(found) == 2 else None
+
+        purged = await eventually(answered, what="both purges answered")
+    by_ref = {p["reference"]: p for p in purged}
+    assert by_ref[spare]["freed_bytes"] == 5000 and by_ref[spare]["refused"] == ""
+    assert by_ref[used]["freed_bytes"] == 0 and "uses it" in by_ref[used]["refused"]
+    assert await backend.images() == sorted([BASE, used])
+    images = [p["images"] for n, p in await facts(store, node_id) if n == "AgentImagesChanged"]
+    assert spare not in images[-1] and used in images[-1]
+
+
+async def test_a_disk_budget_evicts_the_least_recently_used_image_no_kernel_uses(
+    bus: Bus,
+) -> None:
+    store = EventStore(bus)
+    settings, backend = machine(pull_seconds=0.05, pull_bytes=4000)
+    settings = settings.model_copy(update={"image_disk_budget_bytes": 5000})
+    node_id, one, two = node_id_for_host(settings.hostname), new_id(), new_id()
+    old, new = f"reg.lab:5000/t/{new_id()[:8]}:old", f"reg.lab:5000/t/{new_id()[:8]}:new"
+    async with running(bus, settings, backend):
+        await change_ledger(store, node_id, pulled(one, old))
+        await eventually(lambda: _named(store, node_id, "KernelStarted"), what="the first start")
+        await change_ledger(store, node_id, lambda node: node.release(one, "done", NOW))
+        await change_ledger(store, node_id, pulled(two, new))
+
+        async def evicted() -> bool | None:
+            return True if old not in await backend.images() else None
+
+        await eventually(evicted, what="the old image evicted")
+    # Each image is 4000 simulated bytes: only one fits in 5000. The kernel's stays; the
+    # others (the base image, never used here, and old, released) went, least recent first.
+    assert await backend.images() == [new]

@@ -1,5 +1,6 @@
 """Node operations for the cluster's administrators: ``cordonNode``, ``drainNode``,
-``uncordonNode`` (commands on ``cmd.node.*``, decided by the scheduler, the ledger's writer).
+``uncordonNode``, ``purgeImage`` (commands on ``cmd.node.*``, decided by the scheduler, the
+ledger's writer).
 The node's state and reason then show in ``nodes``."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import strawberry
 from strawberry.types import Info
 
 from commands.authorisation import Principal, can_administer_cluster
-from commands.node.messages import CordonNode, DrainNode, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
 from services.gateway.admin_api.send import build, run
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
@@ -21,7 +22,9 @@ Ctx = Info[Context, Any]
 def _superadmin(info: Ctx) -> Principal:
     me = who(info)
     if not can_administer_cluster(me):
-        raise forbidden(info, "only cluster administrators cordon, drain or uncordon nodes")
+        raise forbidden(
+            info, "only cluster administrators cordon, drain, uncordon or purge nodes' images"
+        )
     return me
 
 
@@ -57,3 +60,24 @@ class NodeMutation:
     ) -> AdminOutcome:
         cmd = build(UncordonNode, _superadmin(info), node_id=str(id), reason=reason)
         return await run(ctx_of(info), cmd, str(id))
+
+    @strawberry.mutation(
+        description="Remove an image from nodes' disks (`nodes`: those ids; none: every live "
+        "node that holds it). Each agent refuses while a kernel there uses the image and says "
+        "so with `ImagePurged`; `nodes { images }` shows what is left."
+    )
+    async def purge_image(
+        self, info: Ctx, reference: str, nodes: list[strawberry.ID] | None = None,
+        reason: str = "purged by an operator",
+    ) -> list[AdminOutcome]:  # fmt: skip
+        me, ctx = _superadmin(info), ctx_of(info)
+        if nodes is None:
+            views = await ctx.views.nodes()
+            targets = [v.id for v in views if not v.lost and reference in v.images]
+        else:
+            targets = [str(n) for n in nodes]
+        commands = [
+            build(PurgeImage, me, node_id=node_id, reference=reference, reason=reason)
+            for node_id in dict.fromkeys(targets)
+        ]
+        return [await run(ctx, cmd, cmd.node_id) for cmd in commands]

@@ -33,6 +33,8 @@ class Node:
     lost: bool
     state: str = strawberry.field(description="schedulable | cordoned | draining | drained | lost")
     reason: str = strawberry.field(description="why it is in that state (the last change's)")
+    images: list[str] = strawberry.field(description="the images its agent reports holding")
+    pulls: list[NodePull] = strawberry.field(description="the image pulls in flight there")
 
     @classmethod
     def of(cls, view: NodeView) -> Node:
@@ -48,7 +50,26 @@ class Node:
             lost=view.lost,
             state=_node_state(view),
             reason=view.reason,
+            images=sorted(view.images),
+            pulls=[NodePull.of(ref, p) for ref, p in sorted(view.pulls.items())],
         )
+
+
+@strawberry.type(description="An image pull in flight on a node.")
+class NodePull:
+    reference: str
+    done_bytes: float
+    total_bytes: float
+    since: str = strawberry.field(description="when it began (ISO 8601)")
+    kernels: int = strawberry.field(description="how many kernels wait for it")
+
+    @classmethod
+    def of(cls, reference: str, pull: dict[str, object]) -> NodePull:
+        return cls(
+            reference=reference, done_bytes=float(str(pull.get("done_bytes", 0))),
+            total_bytes=float(str(pull.get("total_bytes", 0))), since=str(pull.get("since", "")),
+            kernels=int(str(pull.get("kernels", 0))),
+        )  # fmt: skip
 
 
 def _node_state(view: NodeView) -> str:
