@@ -7,6 +7,8 @@ no event, log line or answer; and an agent killed mid-pull leaves nothing PULLIN
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -28,6 +30,7 @@ from tests.registry_support import (
     push,
     remove_local_image,
     running_registry,
+    trust_ca_for_docker,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -204,3 +207,53 @@ def _whole_log(stack: Jetyard) -> str:
             chunks.append(path.read_bytes().decode(errors="replace"))
     docker_logs = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True)
     return "\n".join(chunks) + docker_logs.stdout
+
+
+@contextlib.contextmanager
+def hosts_entry(name: str) -> Iterator[None]:
+    """``name`` resolves to 127.0.0.1 on this machine (its engine too) for the block."""
+    hosts = Path("/etc/hosts")
+    line = f"127.0.0.1 {name}\n"
+    hosts.write_text(hosts.read_text() + line)
+    try:
+        yield
+    finally:
+        hosts.write_text(hosts.read_text().replace(line, ""))
+
+
+def test_a_registry_under_its_own_name_is_trusted_through_the_labs_ca(tmp_path: Path) -> None:
+    """TLS with a CA the test made: the gateway's rescan checks the certificate against the
+    CA given with the registry, the engine's pull against the CA in its certs.d (docs/images.md,
+    "A lab's own CA"); without the CA the rescan is refused as a TLS failure."""
+    name = f"registry-{uuid.uuid4().hex[:6]}.jetyard.test"
+    with running_registry(tmp_path, tls_name=name) as reg, hosts_entry(name):
+        port = reg.host.rsplit(":", 1)[1]
+        named = dataclasses.replace(reg, host=f"{name}:{port}", url=f"https://{name}:{port}")
+        with trust_ca_for_docker(named):
+            image = _image(named, "v1", layers=1, size=1 << 20)
+            stack = Jetyard(tmp_path / "data", free_port(), "docker").start()
+            try:
+                plain = stack.gql(ADD, name="untrusted", url=named.url, user=reg.username,
+                                  password=reg.password)  # fmt: skip
+                assert plain["data"]["addRegistry"]["status"] == "ACCEPTED", plain
+                refused = stack.gql(RESCAN, name="untrusted")
+                assert refused["errors"][0]["extensions"]["code"] == "registry-tls", refused
+                added = stack.gql(ADD_CA, name="lab", url=named.url, user=reg.username,
+                                  password=reg.password, ca=reg.ca_pem)  # fmt: skip
+                assert added["data"]["addRegistry"]["status"] == "ACCEPTED", added
+                found = stack.gql(RESCAN, name="lab")["data"]["rescanRegistry"]
+                assert image in found["registered"], found
+                session_id = _run(stack, image, ["sh", "-c", "echo over tls"])
+                ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
+                assert ended["status"] == "TERMINATED", ended
+                assert "PULLING" in [h["status"] for h in ended["history"]]
+            finally:
+                stack.stop()
+                remove_local_image(image)
+
+
+ADD_CA = """mutation($name: String!, $url: String!, $user: String!, $password: String!,
+                    $ca: String!) {
+  addRegistry(name: $name, url: $url, username: $user, password: $password, caPem: $ca) {
+    status message }
+}"""
