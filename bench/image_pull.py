@@ -36,8 +36,8 @@ from typing import Any
 
 from jetyard.runtime.natsserver import free_port
 from tests.e2e.conftest import Jetyard
-from tests.e2e.test_session_path import TERMINATE, wait_status
-from tests.e2e.test_registry_pulls import ADD, CREATE, RESCAN
+from tests.e2e.test_registry_pulls import ADD, RESCAN
+from tests.e2e.test_session_path import CREATE, TERMINATE, wait_status
 from tests.registry_support import (
     Registry,
     build_layered_image,
@@ -47,7 +47,7 @@ from tests.registry_support import (
 )
 
 POLL_S = 0.05
-RUNNING_TIMEOUT_S = 600.0
+RUNNING_TIMEOUT_S = 300.0
 STATUS = """query($id: ID!) {
   session(id: $id) { status statusReason kernelIds nodeIds history { status at } }
 }"""
@@ -235,6 +235,9 @@ def main() -> None:
                     print(_line(f"round {index + 1}", pulls[-1], samples[-1].total), f"[{order}]")
                     for stage, took in samples[-1].stages.items():
                         print(f"    {stage:<45} {took:6.3f} s")
+            except BaseException:
+                print(f"# jetyard up said (last 3,000 characters):\n{stack.output()[-3000:]}")
+                raise
             finally:
                 stack.stop()
                 remove_local_image(ref)

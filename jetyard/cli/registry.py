@@ -25,6 +25,7 @@ from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.images import PULL_POLICIES
 from jetyard.sdk.models import RegistryInfo, RescanProgress, RescanResult
 
+RESCAN_TIMEOUT_S = 1800.0
 GROUP = "group"
 """``pull-policy IMAGE group``: the image follows its resource group's policy."""
 
@@ -124,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
 async def _call(
     args: argparse.Namespace, signed_in: Credentials, password: str | None, ca_pem: str | None
 ) -> int:
-    async with AsyncClient.from_config(signed_in) as jy:
+    # A rescan answers when it is done: a large registry takes longer than a query.
+    timeout_s = RESCAN_TIMEOUT_S if args.registry_verb == "rescan" else 30.0
+    async with AsyncClient.from_config(signed_in, timeout_s=timeout_s) as jy:
         registries, verb = jy.registries, args.registry_verb
         if verb == "add":
             said = await registries.add(

@@ -50,9 +50,9 @@ def add_parsers(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run a session: IMAGE [options] -- CMD...; batch: follow it, exit with its code",
-        description="Create a session, say its status changes on stderr, stream its output to "
-        "stdout and exit with its exit code (batch, the default); an interactive one prints "
-        "its id and returns. Put the command after `--`.",
+        description="Create a session, say its status changes (and draw its image's pull) on "
+        "stderr, stream its output to stdout and exit with its exit code (batch, the "
+        "default); an interactive one prints its id and returns. Put the command after `--`.",
     )
     run.add_argument("image", help="e.g. jetyard-busybox:latest")
     run.add_argument("cmd", nargs="*", help="the command (after --)")

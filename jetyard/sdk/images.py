@@ -25,7 +25,6 @@ from typing import Any
 
 from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.models import Outcome, RegistryInfo, RescanProgress, RescanResult
-from jetyard.sdk.sessions import accepted
 from jetyard.sdk.wire import Caller, arguments, selection
 
 PULL_POLICIES = ("if-not-present", "always", "digest")
@@ -36,9 +35,15 @@ class Registries:
     def __init__(self, client: Caller) -> None:
         self._client = client
 
-    async def _mutate(self, field: str, **args: Any) -> Outcome:
-        query = f"mutation {{ {field}{arguments(**args)} {{ {selection(Outcome)} }} }}"
-        return accepted(Outcome.model_validate((await self._client.graphql(query))[field]))
+    async def _send(self, field: str, types: str, **variables: Any) -> Outcome:
+        """A mutation with its arguments as variables (``types`` declares them): a password or
+        a CA is never part of the query's text, which a log or an error may quote."""
+        given = ", ".join(f"{name}: ${name}" for name in variables)
+        query = f"mutation({types}) {{ {field}({given}) {{ {selection(Outcome)} }} }}"
+        outcome = Outcome.model_validate((await self._client.graphql(query, variables))[field])
+        if outcome.status == "REJECTED":
+            raise JetyardError(outcome.message, code=outcome.code)
+        return outcome
 
     async def list(self) -> builtins.list[RegistryInfo]:
         """Every registry, removed ones included (``removed``), by name."""
@@ -58,8 +63,10 @@ class Registries:
     ) -> Outcome:
         """``url``: http(s)://host[:port]; ``projects``: ids or DOMAIN/NAME of the projects
         whose sessions may use its images (none: every project); ``ca_pem``: the lab's own CA."""
-        return await self._mutate(
-            "addRegistry", name=name, url=url, username=username, password=password,
+        return await self._send(
+            "addRegistry", "$name: String!, $url: String!, $username: String!, "
+            "$password: String!, $projects: [String!], $verifyTls: Boolean!, $caPem: String!",
+            name=name, url=url, username=username, password=password,
             projects=builtins.list(projects), verifyTls=verify_tls, caPem=ca_pem,
         )  # fmt: skip
 
@@ -75,15 +82,19 @@ class Registries:
         ca_pem: str | None = None,
     ) -> Outcome:
         """Change what is given; None leaves it as it is (a password of "" removes it)."""
-        return await self._mutate(
-            "modifyRegistry", name=name, url=url, username=username, password=password,
+        return await self._send(
+            "modifyRegistry", "$name: String!, $url: String, $username: String, "
+            "$password: String, $projects: [String!], $verifyTls: Boolean, $caPem: String",
+            name=name, url=url, username=username, password=password,
             projects=None if projects is None else builtins.list(projects),
             verifyTls=verify_tls, caPem=ca_pem,
         )  # fmt: skip
 
     async def remove(self, name: str, reason: str = "") -> Outcome:
         """No rescan or pull uses it again; its sealed secret is forgotten."""
-        return await self._mutate("removeRegistry", name=name, reason=reason)
+        return await self._send(
+            "removeRegistry", "$name: String!, $reason: String!", name=name, reason=reason
+        )
 
     async def rescan(
         self,
@@ -92,9 +103,9 @@ class Registries:
         progress: Callable[[RescanProgress], None] | None = None,
     ) -> RescanResult:
         """List its repositories (all, or those named) and tags, and record each image found;
-        answers when done. ``progress`` is called with each ``RescanProgress`` the gateway
-        publishes meanwhile (best effort: what is published before the subscription opens,
-        or while it cannot, is not seen)."""
+        answers when done (give the client a ``timeout_s`` that long). ``progress`` is called
+        with each ``RescanProgress`` the gateway publishes meanwhile (best effort: what is
+        published before the subscription opens, or while it cannot, is not seen)."""
         listed = None if repositories is None else builtins.list(repositories)
         query = (
             f"mutation {{ rescanRegistry{arguments(name=name, repositories=listed)} "
@@ -122,9 +133,6 @@ class Registries:
     async def set_pull_policy(self, image: str, policy: str | None) -> Outcome:
         """When nodes pull ``image``: one of ``PULL_POLICIES``, or None for its resource
         group's policy."""
-        query = (
-            "mutation($name: String!, $policy: String) { setImagePullPolicy(name: $name, "
-            f"policy: $policy) {{ {selection(Outcome)} }} }}"
+        return await self._send(
+            "setImagePullPolicy", "$name: String!, $policy: String", name=image, policy=policy
         )
-        data = await self._client.graphql(query, {"name": image, "policy": policy})
-        return accepted(Outcome.model_validate(data["setImagePullPolicy"]))

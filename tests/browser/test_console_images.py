@@ -1,17 +1,18 @@
 """The Images page (Operate) and the session page's pulls in a real Chromium, against a
-real ``jetyard up`` (Docker backend) and a real registry with htpasswd authentication
-(``tests/registry_support``): the superadmin adds the registry from the page (its password is
-never shown again), rescans it and sees the image listed with its registry, digest and size,
-sets its pull policy; a session for the image, started from the new-session form, shows each
-node's pull with its bytes and goes PULLING, then RUNNING; with a wrong password set from the
-page, a session for another image shows the pull's failure and why; the registry is removed
-from the page."""
+real ``jetyard up`` (Docker backend) and real registries with htpasswd authentication
+(``tests/registry_support``, one per test): the superadmin adds a registry from the page (its
+password is never shown again), rescans it and sees the image listed with its registry,
+digest, size and nodes, sets its pull policy; a session for the image, started from the
+new-session form, shows each node's pull with its bytes and goes PULLING, then RUNNING, and
+the node then holds the image; the registry is removed from the page. With a wrong password
+set from the page, a session's page shows its pull refused and why."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -31,10 +32,17 @@ from tests.registry_support import (
 # The stack starts (or stops) inside one of them, and a ~100 MiB image is built and pushed.
 pytestmark = pytest.mark.timeout(300)
 
+ADD = """mutation($name: String!, $url: String!, $user: String!, $password: String!) {
+  addRegistry(name: $name, url: $url, username: $user, password: $password) { status message }
+}"""
+RESCAN = """mutation($name: String!) { rescanRegistry(name: $name) { registered } }"""
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    with running_registry(tmp_path_factory.mktemp("registry")) as reg:
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry of the test's own (a second of start): its catalog holds only what the
+    test pushes, so a rescan's answer is the test's to predict."""
+    with running_registry(tmp_path) as reg:
         yield reg
 
 
@@ -47,6 +55,11 @@ def pushed(registry: Registry, *, layers: int, size: int) -> str:
     finally:
         remove_local_image(local)
     return f"{registry.host}/{repo}"
+
+
+def as_admin(page: Page, stack: Jetyard) -> None:
+    who = stack.admin
+    sign_in(page, stack.url, Researcher(who["email"], who["user_id"], "", "", who["password"]))
 
 
 def blocker(stack: Jetyard, seconds: int) -> str:
@@ -80,10 +93,8 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
 ) -> None:
     # Big enough (random bytes) that the pull takes a moment even from this machine.
     image = pushed(registry, layers=4, size=24 << 20)
-    refused_image = pushed(registry, layers=1, size=1 << 20)
     try:
-        who = stack.admin
-        sign_in(page, stack.url, Researcher(who["email"], who["user_id"], "", "", who["password"]))
+        as_admin(page, stack)
         page.click("#nav >> text=Images")
         expect(page.locator("#op-add-registry")).to_be_visible()
         expect(page.locator("#op-registry-password")).to_have_attribute("type", "password")
@@ -103,12 +114,13 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
 
         row.locator(".op-rescan-button").click()
         result = page.locator("#op-rescan-result")
-        expect(result).to_contain_text(f"Rescan of {name}: 2 registered")
+        expect(result).to_contain_text(f"Rescan of {name}: 1 registered, 0 updated")
         expect(result).to_contain_text(image)
         listed = page.locator(f"#op-images tr[data-image='{image}']")
         expect(listed).to_contain_text(name)
         expect(listed).to_contain_text("sha256:")
         expect(listed).to_contain_text("MiB")
+        expect(listed.locator(".op-image-nodes")).to_have_text("0")
         shot(page, "images-rescanned")
 
         listed.locator(".op-pull-policy").select_option("if-not-present")
@@ -116,9 +128,10 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
         expect(listed.locator(".op-pull-policy")).to_have_value("if-not-present")
         assert registry.password not in page.content()
 
-        # A session for the image: its pull per node, live, then it runs.
-        after = blocker(stack, 4)
-        start_session(page, stack.url, image, "sh -c 'echo pulled and ran; sleep 2'", after)
+        # A session for the image, its page open before the pull: each node's pull, live,
+        # then it runs.
+        start_session(page, stack.url, image, "sh -c 'echo pulled and ran; sleep 2'",
+                      blocker(stack, 4))  # fmt: skip
         status(page, "PENDING")
         pull = page.locator("#session-pulls li.pull")
         expect(pull).to_be_visible(timeout=60_000)
@@ -143,29 +156,44 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
             page.click("#op-images-refresh")
         expect(nodes).to_have_text("1")
 
-        # A wrong password, set from the page: the next pull fails and the page says why.
-        page.select_option("#op-change-registry-name", name)
-        page.fill("#op-change-registry-password", f"wrong-{uuid.uuid4().hex}")
-        page.click("#op-change-registry button[type=submit]")
-        expect(page.locator("#op-images-result")).to_be_visible()
-        start_session(page, stack.url, refused_image, "true", blocker(stack, 4))
-        failed = page.locator("#session-pulls li.pull[data-status=failed]")
-        try:
-            expect(failed).to_be_visible(timeout=60_000)
-        except AssertionError:
-            shot(page, "debug-failed")
-            print("DEBUG", page.locator("#page").inner_text())
-            raise
-        expect(failed.locator(".pull-failure")).to_contain_text("authentication")
-        status(page, "ERROR")
-        shot(page, "session-pull-failed")
-
-        page.goto(f"{stack.url}/console/#/operate/images")
         page.on("dialog", lambda dialog: dialog.accept())
         row.locator(".op-remove-registry").click()
         expect(row.locator(".tag")).to_have_text("removed")
         expect(row.locator(".op-rescan-button")).to_have_count(0)
         shot(page, "images-registry-removed")
     finally:
-        for ref in (image, refused_image):
-            remove_local_image(ref)
+        remove_local_image(image)
+
+
+def test_a_pull_refused_by_the_registry_shows_why_on_the_session_page(
+    page: Page, stack: Jetyard, registry: Registry
+) -> None:
+    image = pushed(registry, layers=1, size=1 << 20)
+    try:
+        name = f"lab{uuid.uuid4().hex[:6]}"
+        added = stack.gql(ADD, name=name, url=registry.url, user=registry.username,
+                          password=registry.password)  # fmt: skip
+        assert added["data"]["addRegistry"]["status"] == "ACCEPTED", added
+        scanned = stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]
+        assert scanned["registered"] == [image], scanned
+
+        # A wrong password, set from the page: the pull is refused and the page says why.
+        as_admin(page, stack)
+        page.goto(f"{stack.url}/console/#/operate/images")
+        page.select_option("#op-change-registry-name", name)
+        expect(page.locator("#op-change-registry-url")).to_have_value(registry.url)
+        page.fill("#op-change-registry-password", f"wrong-{uuid.uuid4().hex}")
+        page.click("#op-change-registry button[type=submit]")
+        expect(page.locator("#op-images-result")).to_be_visible()
+        expect(page.locator("#op-change-registry-password")).to_have_value("")
+
+        start_session(page, stack.url, image, "true", blocker(stack, 4))
+        status(page, "PENDING")
+        failed = page.locator("#session-pulls li.pull[data-status=failed]")
+        expect(failed).to_be_visible(timeout=60_000)
+        expect(failed).to_contain_text(image)
+        expect(failed.locator(".pull-failure")).to_contain_text("authentication")
+        status(page, "ERROR")
+        shot(page, "session-pull-failed")
+    finally:
+        remove_local_image(image)

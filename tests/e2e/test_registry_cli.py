@@ -7,7 +7,8 @@ on one real ``jetyard up`` with Docker and a real registry with htpasswd authent
 - ``rescan`` prints the image it registered; a second one finds it unchanged;
 - ``run`` of the image draws the pull on stderr (bytes in human units) and exits 0 with the
   command's output; ``images`` shows the image with its registry (and its digest in JSON);
-- ``pull-policy`` sets and clears the image's policy; ``rm`` removes the registry;
+- ``pull-policy always`` pulls it again: with a wrong password (``modify``) the run fails
+  naming authentication; ``pull-policy group`` clears it; ``rm`` removes the registry;
 - a wrong password: ``rescan`` exits 1 naming authentication; bad input exits 2."""
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def signed_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Jetyar
 @pytest.fixture
 def image(registry: Registry) -> Iterator[str]:
     """A fresh two-layer image in the registry, absent from the engine: its reference."""
-    local = build_layered_image(f"jy-cli-src-{uuid.uuid4().hex[:8]}:v1", 2, 24 << 20)
+    local = build_layered_image(f"jy-cli-src-{uuid.uuid4().hex[:8]}:v1", 2, 4 << 20)
     repo = f"cli-{uuid.uuid4().hex[:8]}/tool:v1"
     try:
         push(registry, local, repo)
@@ -107,8 +108,8 @@ def test_registry_add_ls_rescan_run_images_policy_rm(
               "echo ran-from-the-lab")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert "ran-from-the-lab" in ran.stdout
-    assert f"pulling {image} on " in ran.stderr and "PULLING" in ran.stderr, ran.stderr
-    assert f"pulled {image} on " in ran.stderr and "MiB)" in ran.stderr, ran.stderr
+    assert f"pulling {image} on node " in ran.stderr and "PULLING" in ran.stderr, ran.stderr
+    assert f"pulled {image} on node " in ran.stderr and "MiB)" in ran.stderr, ran.stderr
 
     images = cli("images")
     assert images.returncode == 0, images.stderr
@@ -124,13 +125,21 @@ def test_registry_add_ls_rescan_run_images_policy_rm(
 
     assert cli("registry", "pull-policy", image, "always").returncode == 0
     assert policy() == "always"
+    # Pulled again on every run now, with a password the registry refuses: the run fails.
+    wrong_password = f"not-{registry.password}"
+    changed = cli("registry", "modify", name, "--password-stdin", typed=wrong_password + "\n")
+    assert changed.returncode == 0, changed.stderr
+    failed = cli("run", image, "--cpu", "0.5", "--memory", "64m", "--", "true")
+    assert failed.returncode == 1, (failed.stdout, failed.stderr)
+    assert f"pulling {image} on node " in failed.stderr, failed.stderr
+    assert "failed (authentication)" in failed.stderr and "ERROR" in failed.stderr, failed.stderr
     assert cli("registry", "pull-policy", image, "group").returncode == 0
     assert policy() is None
     assert cli("registry", "pull-policy", image, "sometimes").returncode == 2
 
     wrong = f"wrong{uuid.uuid4().hex[:6]}"
     bad = cli("registry", "add", wrong, registry.url, "--username", registry.username,
-              "--password-stdin", typed=f"not-{registry.password}\n")  # fmt: skip
+              "--password-stdin", typed=wrong_password + "\n")  # fmt: skip
     assert bad.returncode == 0, bad.stderr
     refused = cli("registry", "rescan", wrong)
     assert refused.returncode == 1 and "authentication" in refused.stderr, refused.stderr

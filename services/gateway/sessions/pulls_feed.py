@@ -76,7 +76,7 @@ async def session_pulls(
 
 async def _placement(bus: Bus, own: str, poll_s: float) -> tuple[int, dict[str, str]] | None:
     """The seq and placements of the session's latest ``SessionScheduled`` once it is placed;
-    None if it ends (or runs) first."""
+    None if it ends before it is placed."""
     tail = Tail(bus, subjects=[own], batch=64)
     found: tuple[int, dict[str, str]] | None = None
     try:
@@ -87,7 +87,9 @@ async def _placement(bus: Bus, own: str, poll_s: float) -> tuple[int, dict[str, 
                 if name == SessionScheduled.event_name:
                     found = (event.seq, dict(event.envelope.payload.get("placements", {})))
                 elif name not in WAITING:
-                    return None
+                    # Ran or ended: a placed session's pulls are still on the log after its
+                    # placement (a quick pull ends before any poll finds the log quiet).
+                    return found
             if found is not None and not events:
                 return found  # placed, and nothing newer: follow its pulls from here
     finally:

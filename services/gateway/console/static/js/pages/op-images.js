@@ -82,7 +82,8 @@ function form(id, title, fields, submitLabel, act, result) {
 function rescanBar(progress) {
   const { repositoriesDone: rd, repositoriesTotal: rt, tagsDone: td, tagsTotal: tt } = progress;
   const share = tt > 0 ? td / tt : rt > 0 ? rd / rt : 0;
-  return progressBar(share, `${rd} of ${rt} repositories · ${td} of ${tt} tags`, { id: "op-rescan-progress" });
+  const text = rt === 0 ? "listing the repositories…" : `${rd} of ${rt} repositories · ${td} of ${tt} tags`;
+  return progressBar(share, text, { id: "op-rescan-progress" });
 }
 
 function rescanResult(r) {
@@ -197,7 +198,7 @@ definePage({
       replace(forms, registryForms(registries.filter((r) => !r.removed), { said, result, reload: load, rescan }));
       replace(sections,
         h("section", { class: "card" }, h("h2", {}, `Registries (${registries.length})`),
-          table("op-registries", ["Registry", "URL", "User", "Password", "Projects", "State", ""], registryRows(registries, projectNames), "No registry yet: add one below.")),
+          table("op-registries", ["Registry", "URL", "User", "Password", "Projects", "State", ""], registryRows(registries, projectNames), "No registry yet: add one above.")),
         h("section", { class: "card" }, h("h2", {}, `Images (${images.length})`),
           table("op-images", ["Image", "Registry", "Digest", "Architecture", "Size", "Pull policy", "Nodes"], imageRows(images, held), "No image yet: rescan a registry.")));
     };
@@ -209,12 +210,12 @@ definePage({
 function registryForms(registries, { said, result, reload, rescan }) {
   const input = (id, attributes = {}) => h("input", { type: "text", id, name: id, autocomplete: "off", spellcheck: "false", ...attributes });
   const name = input("op-registry-name", { placeholder: "name", required: true });
-  const url = input("op-registry-url", { placeholder: "https://registry.example.org", required: true });
+  const url = input("op-registry-url", { placeholder: "https://host[:port]", required: true });
   const username = input("op-registry-username", { placeholder: "user (blank: anonymous)" });
   const password = input("op-registry-password", { type: "password", placeholder: "password or token", autocomplete: "new-password" });
-  const projects = input("op-registry-projects", { placeholder: "projects DOMAIN/NAME (blank: all)" });
+  const projects = input("op-registry-projects", { placeholder: "projects (blank: all)", title: "DOMAIN/NAME or project ids, separated by spaces or commas; blank: every project" });
   const verify = h("input", { type: "checkbox", id: "op-registry-verify", checked: true });
-  const ca = h("textarea", { id: "op-registry-ca", rows: 1, placeholder: "CA certificate, PEM (optional)", spellcheck: "false" });
+  const ca = h("textarea", { id: "op-registry-ca", rows: 1, placeholder: "CA PEM (optional)", title: "a CA certificate of the lab's own, PEM", spellcheck: "false" });
   const add = form("op-add-registry", "Add a registry", [name, url, username, password, projects,
     h("label", { class: "choice" }, verify, " verify TLS"), ca], "Add", async () => {
     const answer = await gql(ADD, {
@@ -230,7 +231,7 @@ function registryForms(registries, { said, result, reload, rescan }) {
   const pick = h("select", { id: "op-change-registry-name" }, registries.map((r) => h("option", { value: r.name }, r.name)));
   const newUrl = input("op-change-registry-url", { placeholder: "url" });
   const newUser = input("op-change-registry-username", { placeholder: "user" });
-  const newPassword = input("op-change-registry-password", { type: "password", placeholder: "new password (blank: keep)", autocomplete: "new-password" });
+  const newPassword = input("op-change-registry-password", { type: "password", placeholder: "new password (blank: keep)", title: "blank: the password stays as it is", autocomplete: "new-password" });
   const clear = h("input", { type: "checkbox", id: "op-change-registry-clear" });
   const fill = () => {
     const chosen = registries.find((r) => r.name === pick.value);
