@@ -35,7 +35,12 @@ from schemas.principal import Actor, ActorKind
 from schemas.session import SessionStatus, check_request
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
-from services.scheduler.rules.create import pending_full, refuse, refuse_image
+from services.scheduler.rules.create import (
+    pending_full,
+    refuse,
+    refuse_image,
+    refuse_registry,
+)
 from services.scheduler.rules.mounts import resolve_mounts, unresolved
 from services.scheduler.state import SchedulerState
 from services.scheduler.steps.create import QueueRun
@@ -205,9 +210,10 @@ class SessionCommands:
         except BoundsError as exc:
             return Rejected(Code.INVALID, str(exc))
         image = cmd.spec.image
-        pullable = self.state.directory.image_source(
-            image, cmd.owner.project_id, cmd.spec.resource_group
-        )
+        directory = self.state.directory
+        if (refused := refuse_registry(directory, image, cmd.owner.project_id)) is not None:
+            return refused
+        pullable = directory.image_source(image, cmd.owner.project_id, cmd.spec.resource_group)
         if not self.state.image_known(image) and pullable is None:
             return Rejected(
                 Code.INVALID,

@@ -68,6 +68,19 @@ def refuse(directory: Directory, owner: SessionOwner, spec: SessionSpec) -> Reje
     return None
 
 
+def refuse_registry(directory: Directory, name: str, project_id: str) -> Rejected | None:
+    """An image from a registry kept to some projects runs only for those projects' sessions,
+    even on a node that already holds it (pulled there for another project)."""
+    image = directory.image(name)
+    registry = directory.registries.get(image.registry) if image is not None else None
+    if registry is None or registry.removed or registry.serves(project_id):
+        return None
+    return Rejected(
+        Code.FORBIDDEN,
+        f"image {name} is in registry {registry.name}, which your project may not use",
+    )
+
+
 def refuse_image(directory: Directory, spec: SessionSpec) -> Rejected | None:
     """A registered image's rules: a forgotten image may not be used, and each kernel asks
     for at least the image's minimum and at most its maximum. (An image no administrator

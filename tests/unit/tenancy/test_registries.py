@@ -21,6 +21,7 @@ from events.domain.tenancy import (
 from schemas.images import ImageSource, PullPolicy
 from schemas.resources import ResourceSlots
 from schemas.tenancy import registry_id_for
+from services.scheduler.rules.create import refuse_registry
 from tests.unit.tenancy.support import PID1, PID2, Org, by
 
 URL = "http://registry.lab:5000"
@@ -154,3 +155,17 @@ async def test_the_pull_policy_is_the_images_else_its_groups(org: Org) -> None:
     source = w.directory.image_source(IMAGE, PID1, "default")
     assert source is not None and source.policy is PullPolicy.IF_NOT_PRESENT
     assert source.reference == IMAGE
+
+
+async def test_an_image_of_a_registry_kept_to_a_project_runs_for_that_project_only(
+    org: Org,
+) -> None:
+    w = org.world
+    await w.given(add(projects=[PID1]), scan())
+
+    assert refuse_registry(w.directory, IMAGE, PID1) is None
+    refused = refuse_registry(w.directory, IMAGE, PID2)
+    assert refused is not None and refused.code == Code.FORBIDDEN
+    assert "registry lab, which your project may not use" in refused.message
+    assert w.directory.image_source(IMAGE, PID2, "default") is None
+    assert refuse_registry(w.directory, "some-local:1", PID2) is None  # no registry: as before
