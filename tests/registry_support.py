@@ -36,6 +36,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
 from cryptography import x509
@@ -488,3 +489,54 @@ def _make_certificates(dns_name: str) -> tuple[str, str, str]:
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
     return ca.public_bytes(pem).decode(), server.public_bytes(pem).decode(), key_pem
+
+
+@contextlib.contextmanager
+def throttled(registry: Registry, bytes_per_s: int) -> Iterator[Registry]:
+    """The registry behind a TCP proxy on another 127.0.0.1 port that sends what the registry
+    answers at most ``bytes_per_s``: the same registry (its content does not name its host),
+    reached as ``127.0.0.1:<proxy port>``, whose pulls take a predictable while."""
+    target_host, target_port = registry.host.rsplit(":", 1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stopping = threading.Event()
+
+    def pipe(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
+        try:
+            while not stopping.is_set():
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+                if limit:
+                    time.sleep(len(data) / limit)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stopping.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection((target_host, int(target_port)))
+            threading.Thread(target=pipe, args=(client, upstream, None), daemon=True).start()
+            threading.Thread(target=pipe, args=(upstream, client, bytes_per_s), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    host = f"127.0.0.1:{port}"
+    scheme = registry.url.split("://", 1)[0]
+    try:
+        yield dataclasses_replace(registry, host=host, url=f"{scheme}://{host}")
+    finally:
+        stopping.set()
+        listener.close()
+        thread.join(timeout=5)

@@ -153,9 +153,11 @@ class Jetyard:
 @pytest.fixture(autouse=True)
 def stop_what_the_test_started() -> Iterator[None]:
     """A test that fails before it stops its stack would leave ``jetyard up`` running past
-    the session (it is not the child of a process that dies with pytest)."""
+    the session (it is not the child of a process that dies with pytest). A stack of a
+    module fixture, started before the test, is the fixture's to stop."""
+    before = len(_started)
     yield
-    while _started:
+    while len(_started) > before:
         stack = _started.pop()
         if stack.process is not None and stack.process.poll() is None:
             stack.kill()

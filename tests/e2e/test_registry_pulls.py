@@ -30,6 +30,7 @@ from tests.registry_support import (
     push,
     remove_local_image,
     running_registry,
+    throttled,
     trust_ca_for_docker,
 )
 
@@ -48,6 +49,17 @@ EVENTS = """query($kind: String!, $id: ID!, $after: Int!) {
   eventLog(aggregate: $kind, id: $id, after: $after, first: 200) {
     events { seq name payload } }
 }"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jetyard]:
+    """One ``jetyard up`` for the module (each test uses registries of its own names); an
+    agent killed by a test is back within a second."""
+    data = tmp_path_factory.mktemp("stack") / "data"
+    env = {"JETYARD_UP_RESTART_DELAY_S": "1"}
+    started = Jetyard(data, free_port(), "docker", env=env).start()
+    yield started
+    started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -93,11 +105,10 @@ def _pulls(stack: Jetyard, node: str, reference: str) -> list[dict[str, Any]]:
 
 
 def test_a_session_pulls_from_the_lab_registry_with_progress_once(
-    registry: Registry, tmp_path: Path
+    registry: Registry, stack: Jetyard
 ) -> None:
     first = _image(registry, "v1", layers=3, size=6 << 20)
     second = _image(registry, "v1")
-    stack = Jetyard(tmp_path / "data", free_port(), "docker").start()
     try:
         name = f"lab{uuid.uuid4().hex[:6]}"
         added = stack.gql(ADD, name=name, url=registry.url, user=registry.username,
@@ -149,42 +160,46 @@ def test_a_session_pulls_from_the_lab_registry_with_progress_once(
             assert secret not in listed
         assert '"hasSecret": true' in listed
     finally:
-        stack.stop()
         for ref in (first, second):
             remove_local_image(ref)
 
 
 def test_an_agent_killed_mid_pull_leaves_no_session_pulling(
-    registry: Registry, tmp_path: Path
+    registry: Registry, stack: Jetyard
 ) -> None:
-    image = _image(registry, "big", layers=4, size=32 << 20)
-    stack = Jetyard(
-        tmp_path / "data", free_port(), "docker", env={"JETYARD_UP_RESTART_DELAY_S": "1"}
-    ).start()
-    try:
-        name = f"lab{uuid.uuid4().hex[:6]}"
-        stack.gql(ADD, name=name, url=registry.url, user=registry.username,
-                  password=registry.password)  # fmt: skip
-        assert image in stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]["registered"]
-        session_id = _run(stack, image, ["true"])
-        pulling = wait_status(stack, session_id, {"PULLING", "RUNNING", "TERMINATED"}, timeout=60)
-        agent = stack.pid_of("agent")
-        os.kill(agent, signal.SIGKILL)
-        node = pulling["nodeIds"][0]
-        at_kill = [e["name"] for e in _pulls(stack, node, image)]
-        # Killed mid-pull (a ~128 MiB image: seconds of pulling here).
-        assert pulling["status"] == "PULLING" and "ImagePullFinished" not in at_kill, at_kill
-        _restarted(stack, "agent", agent)
-        ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
-        assert ended["status"] == "TERMINATED", ended
-        node = ended["nodeIds"][0]
-        names = [e["name"] for e in _pulls(stack, node, image)]
-        # The restarted agent began the pull again and finished it: nothing stays PULLING.
-        assert names.count("ImagePullStarted") == 2 and names[-1] == "ImagePullFinished", names
-        wait_until(lambda: _nothing_pulling(stack, node), "the node reports no pull in flight")
-    finally:
-        stack.stop()
-        remove_local_image(image)
+    """The registry is reached through a proxy that sends 1 MiB/s a connection, so each 4 MiB
+    layer takes about four seconds: the agent is killed once the pull's first progress is on
+    the log."""
+    with throttled(registry, 1 << 20) as slow:
+        pushed = _image(registry, "big", layers=3, size=4 << 20)
+        image = pushed.replace(registry.host, slow.host, 1)  # the same image, the slow way
+        try:
+            name = f"lab{uuid.uuid4().hex[:6]}"
+            stack.gql(ADD, name=name, url=slow.url, user=slow.username,
+                      password=slow.password)  # fmt: skip
+            assert image in stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]["registered"]
+            session_id = _run(stack, image, ["true"])
+            pulling = wait_status(stack, session_id, {"PULLING"}, timeout=60)
+            node = pulling["nodeIds"][0]
+            wait_until(
+                lambda: "ImagePullProgressed" in [e["name"] for e in _pulls(stack, node, image)],
+                "the pull's first progress", timeout=30,
+            )  # fmt: skip
+            agent = stack.pid_of("agent")
+            os.kill(agent, signal.SIGKILL)
+            at_kill = [e["name"] for e in _pulls(stack, node, image)]
+            assert "ImagePullFinished" not in at_kill, at_kill  # killed mid-pull
+            _restarted(stack, "agent", agent)
+            ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
+            assert ended["status"] == "TERMINATED", ended
+            names = [e["name"] for e in _pulls(stack, node, image)]
+            # The restarted agent began the pull again and finished it: nothing stays PULLING.
+            assert names.count("ImagePullStarted") == 2, names
+            assert names[-1] == "ImagePullFinished", names
+            wait_until(lambda: _nothing_pulling(stack, node), "the node reports no pull in flight")
+        finally:
+            remove_local_image(image)
+            remove_local_image(pushed)
 
 
 def _nothing_pulling(stack: Jetyard, node: str) -> bool:
@@ -221,7 +236,9 @@ def hosts_entry(name: str) -> Iterator[None]:
         hosts.write_text(hosts.read_text().replace(line, ""))
 
 
-def test_a_registry_under_its_own_name_is_trusted_through_the_labs_ca(tmp_path: Path) -> None:
+def test_a_registry_under_its_own_name_is_trusted_through_the_labs_ca(
+    stack: Jetyard, tmp_path: Path
+) -> None:
     """TLS with a CA the test made: the gateway's rescan checks the certificate against the
     CA given with the registry, the engine's pull against the CA in its certs.d (docs/images.md,
     "A lab's own CA"); without the CA the rescan is refused as a TLS failure."""
@@ -231,24 +248,23 @@ def test_a_registry_under_its_own_name_is_trusted_through_the_labs_ca(tmp_path: 
         named = dataclasses.replace(reg, host=f"{name}:{port}", url=f"https://{name}:{port}")
         with trust_ca_for_docker(named):
             image = _image(named, "v1", layers=1, size=1 << 20)
-            stack = Jetyard(tmp_path / "data", free_port(), "docker").start()
+            untrusted, lab = f"untrusted{name[9:15]}", f"lab{name[9:15]}"
             try:
-                plain = stack.gql(ADD, name="untrusted", url=named.url, user=reg.username,
+                plain = stack.gql(ADD, name=untrusted, url=named.url, user=reg.username,
                                   password=reg.password)  # fmt: skip
                 assert plain["data"]["addRegistry"]["status"] == "ACCEPTED", plain
-                refused = stack.gql(RESCAN, name="untrusted")
+                refused = stack.gql(RESCAN, name=untrusted)
                 assert refused["errors"][0]["extensions"]["code"] == "registry-tls", refused
-                added = stack.gql(ADD_CA, name="lab", url=named.url, user=reg.username,
+                added = stack.gql(ADD_CA, name=lab, url=named.url, user=reg.username,
                                   password=reg.password, ca=reg.ca_pem)  # fmt: skip
                 assert added["data"]["addRegistry"]["status"] == "ACCEPTED", added
-                found = stack.gql(RESCAN, name="lab")["data"]["rescanRegistry"]
+                found = stack.gql(RESCAN, name=lab)["data"]["rescanRegistry"]
                 assert image in found["registered"], found
                 session_id = _run(stack, image, ["sh", "-c", "echo over tls"])
                 ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
                 assert ended["status"] == "TERMINATED", ended
                 assert "PULLING" in [h["status"] for h in ended["history"]]
             finally:
-                stack.stop()
                 remove_local_image(image)
 
 
