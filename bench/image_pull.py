@@ -9,7 +9,8 @@ with the registry added (``addRegistry``) and rescanned once before any timing. 
 sample alternate, their order swapped each round:
 
 - docker: ``docker pull <ref>`` (logged in through a temporary ``DOCKER_CONFIG``) from start
-  to exit;
+  to exit, then ``docker run -d`` of it until ``docker inspect`` says running (a second
+  baseline: Jetyard's figure holds the container's start too);
 - jetyard: ``createSession(image=<ref>)`` from the request until ``session(id)`` (polled every
   50 ms) says RUNNING; then the session is terminated.
 
@@ -66,12 +67,34 @@ class Sample:
     stages: dict[str, float]
 
 
-def docker_pull(config: str, ref: str) -> float:
+@dataclass(frozen=True)
+class Baseline:
+    """One docker sample: ``docker pull`` alone, and the pull followed by ``docker run -d``
+    until the engine says the container runs (what Jetyard's figure also contains)."""
+
+    pull: float
+    pull_and_run: float
+
+
+def docker_pull(config: str, ref: str) -> Baseline:
     start = time.perf_counter()
     subprocess.run(["docker", "--config", config, "pull", ref], check=True, capture_output=True)
-    took = time.perf_counter() - start
+    pulled = time.perf_counter() - start
+    cid = subprocess.run(
+        ["docker", "run", "-d", "--init", ref, "sleep", "600"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    while (
+        subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Running}}", cid], capture_output=True, text=True
+        ).stdout.strip()
+        != "true"
+    ):
+        time.sleep(0.005)
+    running = time.perf_counter() - start
+    subprocess.run(["docker", "rm", "-f", cid], check=True, capture_output=True)
     _remove_image(ref)
-    return took
+    return Baseline(pull=pulled, pull_and_run=running)
 
 
 def jetyard_pull(stack: Jetyard, ref: str) -> Sample:
@@ -116,6 +139,8 @@ def _stages(stack: Jetyard, session: dict[str, Any], sent: float, seen: float) -
     return {
         "request → SCHEDULED": at["SCHEDULED"] - sent,
         "SCHEDULED → PULLING": at["PULLING"] - at["SCHEDULED"],
+        "  SCHEDULED → ImagePullStarted (agent)": agent["ImagePullStarted"] - at["SCHEDULED"],
+        "  ImagePullStarted → PULLING (scheduler)": at["PULLING"] - agent["ImagePullStarted"],
         "PULLING → KernelStarted": agent["KernelStarted"] - at["PULLING"],
         "  engine pull (ImagePullStarted → Finished)": (
             agent["ImagePullFinished"] - agent["ImagePullStarted"]
@@ -184,12 +209,18 @@ def _start_stack(tmp: Path, registry: Registry, ref: str) -> Jetyard:
     return stack
 
 
-def _line(label: str, pull: float, ours: float) -> str:
-    extra = ours - pull
-    return (
-        f"{label:<9} docker pull {pull:6.2f} s   jetyard → RUNNING {ours:6.2f} s"
-        f"   extra {extra:+5.2f} s ({100 * extra / pull:+5.1f} % of the pull)"
-    )
+def _lines(label: str, base: Baseline, ours: float) -> list[str]:
+    """Jetyard's time against the pull alone (the issue's goal: under 10 % of it) and against
+    pull + ``docker run``, which also holds the container's start, as Jetyard's figure does."""
+    over_pull = ours - base.pull
+    over_run = ours - base.pull_and_run
+    return [
+        f"{label:<9} docker pull {base.pull:6.2f} s   jetyard → RUNNING {ours:6.2f} s"
+        f"   extra {over_pull:+5.2f} s ({100 * over_pull / base.pull:+5.1f} % of the pull)",
+        f"{'':<9} docker pull + run -d → running {base.pull_and_run:6.2f} s"
+        f"   jetyard's extra over it {over_run:+5.2f} s ({100 * over_run / base.pull:+5.1f} %"
+        " of the pull)",
+    ]
 
 
 def main() -> None:
@@ -216,7 +247,7 @@ def main() -> None:
             config = str(tmp / "docker-config")
             _login(registry, config)
             stack = _start_stack(tmp, registry, ref)
-            pulls: list[float] = []
+            bases: list[Baseline] = []
             samples: list[Sample] = []
             print(
                 f"# image pull → RUNNING: {args.size_mib} MiB of random bytes in {args.layers}"
@@ -227,12 +258,13 @@ def main() -> None:
                 for index in range(args.rounds):
                     docker_first = index % 2 == 0
                     if docker_first:
-                        pulls.append(docker_pull(config, ref))
+                        bases.append(docker_pull(config, ref))
                     samples.append(jetyard_pull(stack, ref))
                     if not docker_first:
-                        pulls.append(docker_pull(config, ref))
+                        bases.append(docker_pull(config, ref))
                     order = "docker first" if docker_first else "jetyard first"
-                    print(_line(f"round {index + 1}", pulls[-1], samples[-1].total), f"[{order}]")
+                    print(f"# round {index + 1}, {order}")
+                    print("\n".join(_lines(f"round {index + 1}", bases[-1], samples[-1].total)))
                     for stage, took in samples[-1].stages.items():
                         print(f"    {stage:<45} {took:6.3f} s")
             except BaseException:
@@ -241,11 +273,16 @@ def main() -> None:
             finally:
                 stack.stop()
                 remove_local_image(ref)
-    print(_line("median", statistics.median(pulls), statistics.median(s.total for s in samples)))
-    extras = [s.total - p for s, p in zip(samples, pulls, strict=True)]
+    median = Baseline(
+        pull=statistics.median(b.pull for b in bases),
+        pull_and_run=statistics.median(b.pull_and_run for b in bases),
+    )
+    print(f"# medians of {args.rounds} rounds")
+    print("\n".join(_lines("median", median, statistics.median(s.total for s in samples))))
+    shares = [(s.total - b.pull) / b.pull for s, b in zip(samples, bases, strict=True)]
     print(
-        f"{'':<9} per-round extra: median {statistics.median(extras):+.2f} s"
-        f" ({100 * statistics.median(e / p for e, p in zip(extras, pulls, strict=True)):+.1f} %)"
+        f"{'':<9} median of the per-round extra over the pull:"
+        f" {100 * statistics.median(shares):+.1f} %"
     )
     for stage in samples[0].stages:
         took = statistics.median(s.stages[stage] for s in samples)

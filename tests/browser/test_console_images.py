@@ -36,6 +36,9 @@ ADD = """mutation($name: String!, $url: String!, $user: String!, $password: Stri
   addRegistry(name: $name, url: $url, username: $user, password: $password) { status message }
 }"""
 RESCAN = """mutation($name: String!) { rescanRegistry(name: $name) { registered } }"""
+EVENTS = """query($id: ID!, $after: Int!) {
+  eventLog(aggregate: "agent", id: $id, after: $after, first: 200) { events { seq name payload } }
+}"""
 
 
 @pytest.fixture
@@ -55,6 +58,20 @@ def pushed(registry: Registry, *, layers: int, size: int) -> str:
     finally:
         remove_local_image(local)
     return f"{registry.host}/{repo}"
+
+
+def pulled_bytes(stack: Jetyard, node: str, reference: str) -> int:
+    """The total of the node's last ``ImagePullProgressed`` for ``reference`` (0 if none)."""
+    total, after = 0, 0
+    while True:
+        page = stack.gql(EVENTS, id=node, after=after)["data"]["eventLog"]["events"]
+        for event in page:
+            said = event["payload"]
+            if event["name"] == "ImagePullProgressed" and said["reference"] == reference:
+                total = int(said["total_bytes"])
+        if len(page) < 200:
+            return total
+        after = page[-1]["seq"]
 
 
 def as_admin(page: Page, stack: Jetyard) -> None:
@@ -136,11 +153,16 @@ def test_the_admin_adds_and_rescans_a_registry_and_a_session_shows_its_pull(
         pull = page.locator("#session-pulls li.pull")
         expect(pull).to_be_visible(timeout=60_000)
         expect(pull).to_contain_text(image)
-        expect(pull.locator(".progress-text")).to_contain_text("MiB")
         shot(page, "session-pulling")
         status(page, "RUNNING")
         expect(page.locator("#history tr[data-status=PULLING]")).to_be_visible()
         expect(pull).to_have_attribute("data-status", "finished")
+        # The bytes the node said it pulled, in binary units (~96 MiB of random bytes).
+        total = pulled_bytes(stack, str(pull.get_attribute("data-node")), image)
+        assert 90 << 20 < total < 100 << 20, total
+        expect(pull.locator(".progress-text")).to_have_text(
+            f"{total / (1 << 20):.0f} MiB of {total / (1 << 20):.0f} MiB (100%)"
+        )
         status(page, FINAL)
         expect(page.locator("#session-output")).to_contain_text("pulled and ran")
         said = page.locator("#history tr").evaluate_all("rows => rows.map(r => r.dataset.status)")

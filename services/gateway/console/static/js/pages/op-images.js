@@ -211,7 +211,7 @@ function registryForms(registries, { said, result, reload, rescan }) {
   const input = (id, attributes = {}) => h("input", { type: "text", id, name: id, autocomplete: "off", spellcheck: "false", ...attributes });
   const name = input("op-registry-name", { placeholder: "name", required: true });
   const url = input("op-registry-url", { placeholder: "https://host[:port]", required: true });
-  const username = input("op-registry-username", { placeholder: "user (blank: anonymous)" });
+  const username = input("op-registry-username", { placeholder: "user (optional)", title: "blank: anonymous" });
   const password = input("op-registry-password", { type: "password", placeholder: "password or token", autocomplete: "new-password" });
   const projects = input("op-registry-projects", { placeholder: "projects (blank: all)", title: "DOMAIN/NAME or project ids, separated by spaces or commas; blank: every project" });
   const verify = h("input", { type: "checkbox", id: "op-registry-verify", checked: true });
@@ -231,7 +231,7 @@ function registryForms(registries, { said, result, reload, rescan }) {
   const pick = h("select", { id: "op-change-registry-name" }, registries.map((r) => h("option", { value: r.name }, r.name)));
   const newUrl = input("op-change-registry-url", { placeholder: "url" });
   const newUser = input("op-change-registry-username", { placeholder: "user" });
-  const newPassword = input("op-change-registry-password", { type: "password", placeholder: "new password (blank: keep)", title: "blank: the password stays as it is", autocomplete: "new-password" });
+  const newPassword = input("op-change-registry-password", { type: "password", placeholder: "new password", title: "blank: the password stays as it is", autocomplete: "new-password" });
   const clear = h("input", { type: "checkbox", id: "op-change-registry-clear" });
   const fill = () => {
     const chosen = registries.find((r) => r.name === pick.value);
