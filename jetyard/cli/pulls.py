@@ -26,11 +26,11 @@ from jetyard.sdk.models import ImagePull
 
 
 def pull_text(pull: ImagePull, total_bytes: int = 0) -> str:
-    """One pull in words: ``pulling R on node N: 3 MiB of 18 MiB (1 of 3 layers)``, ``pulled R
-    on node N (18 MiB)``, or ``pulling R on node N failed (authentication): ...`` (N: the
-    node id's first 8 characters, as reasons print ids). A finished pull's own
+    """One pull in words: ``pulling R on H: 3 MiB of 18 MiB (1 of 3 layers)``, ``pulled R
+    on H (18 MiB)``, or ``pulling R on H failed (authentication): ...`` (H: the node's host
+    name, as the session's reasons name it). A finished pull's own
     report carries no sizes: ``total_bytes`` is the last one its progress said."""
-    where = f"{pull.reference} on node {pull.node_id[:8]}"
+    where = f"{pull.reference} on {pull.node_name}"
     if pull.status == "finished":
         total = pull.total_bytes or total_bytes
         return f"pulled {where}" + (f" ({human_bytes(total)})" if total else "")
@@ -72,7 +72,7 @@ class PullDisplay:
                 self._say(pull_text(pull))
             self.bars.start()
             task = self.tasks[key] = self.bars.add_task(
-                f"{pull.reference} on node {pull.node_id[:8]}", total=pull.total_bytes or None
+                f"{pull.reference} on {pull.node_name}", total=pull.total_bytes or None
             )
         if pull.status == "pulling":
             self.bars.update(task, completed=pull.done_bytes, total=pull.total_bytes or None)

@@ -24,8 +24,8 @@ def _pull(status: str = "pulling", done: int = 0, total: int = 0, **more: object
         PullLayer(layer="bbb", done_bytes=1 << 20, total_bytes=8 << 20),
     ]
     fields: dict[str, object] = {
-        "node_id": NODE, "reference": REF, "status": status, "done_bytes": done,
-        "total_bytes": total, "layers": layers, "cause": "", "reason": "",
+        "node_id": NODE, "node_name": "gpu-7", "reference": REF, "status": status,
+        "done_bytes": done, "total_bytes": total, "layers": layers, "cause": "", "reason": "",
     }  # fmt: skip
     return ImagePull.model_validate(fields | more)
 
@@ -33,15 +33,15 @@ def _pull(status: str = "pulling", done: int = 0, total: int = 0, **more: object
 @pytest.mark.parametrize(
     ("pull", "total", "said"),
     [
-        (_pull(layers=[]), 0, f"pulling {REF} on node b7cd1f6e"),
+        (_pull(layers=[]), 0, f"pulling {REF} on gpu-7"),
         (_pull(done=5 << 20, total=12 << 20), 0,
-         f"pulling {REF} on node b7cd1f6e: 5 MiB of 12 MiB (1 of 2 layers)"),
-        (_pull(done=1536, layers=[]), 0, f"pulling {REF} on node b7cd1f6e: 1.5 KiB"),
-        (_pull("finished"), 12 << 20, f"pulled {REF} on node b7cd1f6e (12 MiB)"),
-        (_pull("finished"), 0, f"pulled {REF} on node b7cd1f6e"),
+         f"pulling {REF} on gpu-7: 5 MiB of 12 MiB (1 of 2 layers)"),
+        (_pull(done=1536, layers=[]), 0, f"pulling {REF} on gpu-7: 1.5 KiB"),
+        (_pull("finished"), 12 << 20, f"pulled {REF} on gpu-7 (12 MiB)"),
+        (_pull("finished"), 0, f"pulled {REF} on gpu-7"),
         (_pull("failed", cause="authentication", reason="the registry refused the login"), 0,
-         f"pulling {REF} on node b7cd1f6e failed (authentication): the registry refused the login"),
-        (_pull("failed"), 0, f"pulling {REF} on node b7cd1f6e failed: no reason given"),
+         f"pulling {REF} on gpu-7 failed (authentication): the registry refused the login"),
+        (_pull("failed"), 0, f"pulling {REF} on gpu-7 failed: no reason given"),
     ],
 )  # fmt: skip
 def test_a_pull_in_words(pull: ImagePull, total: int, said: str) -> None:
@@ -58,8 +58,8 @@ def test_off_a_terminal_a_pull_is_a_line_when_it_starts_and_one_when_it_ends(
     display.show(_pull("finished", layers=[]))
     display.stop()
     assert capsys.readouterr().err.splitlines() == [
-        f"jetyard: pulling {REF} on node b7cd1f6e",
-        f"jetyard: pulled {REF} on node b7cd1f6e (12 MiB)",
+        f"jetyard: pulling {REF} on gpu-7",
+        f"jetyard: pulled {REF} on gpu-7 (12 MiB)",
     ]
 
 
@@ -69,10 +69,10 @@ def test_on_a_terminal_a_pull_is_a_bar_in_binary_units() -> None:
     display.show(_pull(done=3 << 20, total=12 << 20))
     display.bars.refresh()
     drawn = screen.getvalue()
-    assert f"{REF} on node b7cd1f6e" in drawn and "3.0/12.0 MiB" in drawn, drawn
+    assert f"{REF} on gpu-7" in drawn and "3.0/12.0 MiB" in drawn, drawn
     display.show(_pull("finished", layers=[]))
     display.stop()
-    assert f"jetyard: pulled {REF} on node b7cd1f6e (12 MiB)" in screen.getvalue()
+    assert f"jetyard: pulled {REF} on gpu-7 (12 MiB)" in screen.getvalue()
 
 
 def test_a_rescan_in_words() -> None:

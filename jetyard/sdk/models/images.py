@@ -60,6 +60,8 @@ class ImagePull(Model):
     grows as layers start."""
 
     node_id: str
+    node_name: str
+    """The node's host name."""
     reference: str
     status: str
     done_bytes: int

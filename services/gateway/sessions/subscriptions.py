@@ -211,6 +211,7 @@ class PullLayer:
 @strawberry.type(description="How a pull of the session's image goes on one node.")
 class ImagePull:
     node_id: str
+    node_name: str = strawberry.field(description="the node's host name (its id if not known)")
     reference: str
     status: str = strawberry.field(description="pulling | finished | failed")
     done_bytes: float = strawberry.field(description="fetched so far, all layers together")
@@ -220,10 +221,10 @@ class ImagePull:
     reason: str
 
     @classmethod
-    def of(cls, u: PullUpdate) -> ImagePull:
+    def of(cls, u: PullUpdate, node_name: str) -> ImagePull:
         return cls(
-            node_id=u.node_id, reference=u.reference, status=u.status, done_bytes=u.done_bytes,
-            total_bytes=u.total_bytes, cause=u.cause, reason=u.reason,
+            node_id=u.node_id, node_name=node_name, reference=u.reference, status=u.status,
+            done_bytes=u.done_bytes, total_bytes=u.total_bytes, cause=u.cause, reason=u.reason,
             layers=[PullLayer(layer=x.layer, done_bytes=x.done_bytes, total_bytes=x.total_bytes)
                     for x in u.layers],
         )  # fmt: skip
@@ -242,6 +243,10 @@ class PullSubscription:
         ctx = ctx_of(info)
         if not can_read_session(who(info), await owner_on_log(ctx, session_id)):
             raise GraphQLError(f"there is no session {id}", extensions={"code": "not-found"})
+        names: dict[str, str] = {}
         async for update in session_pulls(ctx.bus, session_id):
             check_still_valid(ctx)
-            yield ImagePull.of(update)
+            if update.node_id not in names:  # once per node: a session has a few
+                views = await ctx.views.nodes()
+                names.update({v.id: v.hostname or v.id for v in views})
+            yield ImagePull.of(update, names.get(update.node_id, update.node_id))

@@ -23,7 +23,7 @@ const SESSION = `query Session($id: ID!) {
   }
 }`;
 const PULLS = `subscription SessionPulls($id: ID!) {
-  sessionPulls(id: $id) { nodeId reference status doneBytes totalBytes layers { layer doneBytes totalBytes } cause reason }
+  sessionPulls(id: $id) { nodeId nodeName reference status doneBytes totalBytes layers { layer doneBytes totalBytes } cause reason }
 }`;
 // A session in one of these may still pull its image; sessionPulls ends once it runs or ends.
 const BEFORE_RUNNING = new Set(["PENDING", "SCHEDULED", "PULLING"]);
@@ -65,7 +65,7 @@ function pullRow(pull) {
   const done = pull.status === "finished" ? pull.totalBytes : pull.doneBytes;
   const share = pull.status === "finished" ? 1 : pull.totalBytes > 0 ? done / pull.totalBytes : 0;
   return h("li", { class: `pull pull-${pull.status}`, dataset: { node: pull.nodeId, status: pull.status } },
-    h("div", { class: "pull-head" }, h("strong", {}, pull.nodeId), " ", h("span", { class: "mono" }, pull.reference),
+    h("div", { class: "pull-head" }, h("strong", {}, pull.nodeName || pull.nodeId), " ", h("span", { class: "mono" }, pull.reference),
       h("span", { class: "tag" }, PULL_WORDS[pull.status] ?? pull.status)),
     pull.status === "failed"
       ? h("div", { class: "pull-failure", role: "alert" }, pull.cause && [h("code", { class: "error-code" }, pull.cause), " "], pull.reason || "the pull failed")
