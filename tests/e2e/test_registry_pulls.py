@@ -273,3 +273,42 @@ ADD_CA = """mutation($name: String!, $url: String!, $user: String!, $password: S
   addRegistry(name: $name, url: $url, username: $user, password: $password, caPem: $ca) {
     status message }
 }"""
+
+
+POLICY = """mutation($name: String!, $policy: String) {
+  setImagePullPolicy(name: $name, policy: $policy) { status message }
+}"""
+
+
+def test_the_digest_policy_runs_what_the_rescan_saw_though_the_tag_moved(
+    registry: Registry, stack: Jetyard
+) -> None:
+    image = _image(registry, "v1")
+    repo_tag, scanned = image.split("/", 1)[1], ""
+    try:
+        name = f"lab{uuid.uuid4().hex[:6]}"
+        stack.gql(ADD, name=name, url=registry.url, user=registry.username,
+                  password=registry.password)  # fmt: skip
+        assert image in stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]["registered"]
+        seen = stack.gql("{ images(first: 500) { name digest } }")["data"]["images"]
+        scanned = next(i["digest"] for i in seen if i["name"] == image)
+        pinned = stack.gql(POLICY, name=image, policy="digest")["data"]["setImagePullPolicy"]
+        assert pinned["status"] == "ACCEPTED", pinned
+        # The tag moves in the registry after the rescan (another image pushed under it).
+        moved_from = build_layered_image(f"jy-pull-src-{uuid.uuid4().hex[:8]}:v2", 1, 1 << 20)
+        try:
+            moved = push(registry, moved_from, repo_tag)
+        finally:
+            remove_local_image(moved_from)
+        assert moved != scanned
+        session_id = _run(stack, image, ["true"])
+        ended = wait_status(stack, session_id, {"TERMINATED", "ERROR"}, timeout=120)
+        assert ended["status"] == "TERMINATED", ended
+        pinned_ref = f"{image.rsplit(':', 1)[0]}@{scanned}"
+        pulls = _pulls(stack, ended["nodeIds"][0], pinned_ref)
+        finished = [e["payload"] for e in pulls if e["name"] == "ImagePullFinished"]
+        assert [f["digest"] for f in finished] == [scanned], pulls  # the rescan's, not the tag's
+    finally:
+        remove_local_image(image)
+        if scanned:
+            remove_local_image(f"{image.rsplit(':', 1)[0]}@{scanned}")
