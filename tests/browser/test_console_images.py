@@ -27,6 +27,7 @@ from tests.registry_support import (
     push,
     remove_local_image,
     running_registry,
+    throttled,
 )
 
 # The stack starts (or stops) inside one of them, and a ~100 MiB image is built and pushed.
@@ -219,3 +220,30 @@ def test_a_pull_refused_by_the_registry_shows_why_on_the_session_page(
         shot(page, "session-pull-failed")
     finally:
         remove_local_image(image)
+
+
+def test_the_cluster_page_shows_a_nodes_pull_in_flight(
+    page: Page, stack: Jetyard, registry: Registry
+) -> None:
+    """Operate, Cluster: a node's card shows the pull it is making (reference, bytes, kernels
+    waiting), live from the node's row, and drops it once done. Through a proxy sending 1 MiB/s
+    a connection, the 8 MiB pull takes seconds."""
+    with throttled(registry, 1 << 20) as slow:
+        image = pushed(registry, layers=2, size=4 << 20).replace(registry.host, slow.host, 1)
+        name = f"slow{uuid.uuid4().hex[:6]}"
+        try:
+            stack.gql(ADD, name=name, url=slow.url, user=slow.username, password=slow.password)
+            assert image in stack.gql(RESCAN, name=name)["data"]["rescanRegistry"]["registered"]
+            as_admin(page, stack)
+            page.goto(f"{stack.url}/console/#/operate/cluster")
+            created = stack.gql(CREATE, input={"image": image, "cpu": "0.5", "memory": "64m",
+                                               "command": ["true"]})  # fmt: skip
+            assert created["data"]["createSession"]["status"] == "ACCEPTED", created
+            pull = page.locator(f'.op-node-pulls li[data-reference="{image}"]')
+            expect(pull).to_be_visible(timeout=30_000)
+            expect(pull).to_contain_text("for 1 kernel")
+            shot(page, "cluster-node-pulling")
+            expect(pull).to_have_count(0, timeout=60_000)  # done: the card drops it
+        finally:
+            stack.gql("mutation($n: String!) { removeRegistry(name: $n) { status } }", n=name)
+            remove_local_image(image)

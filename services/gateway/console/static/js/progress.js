@@ -1,5 +1,6 @@
 // A progress bar with its words beside it, for what the console follows as it goes: an image
-// pull on the session page, a registry rescan on Operate › Images.
+// pull on the session page and on Operate › Cluster's node cards, a registry rescan on Operate ›
+// Images.
 
 import { bytes, h } from "./dom.js";
 

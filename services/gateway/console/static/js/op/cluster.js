@@ -8,7 +8,7 @@ import { hundredths } from "./format.js";
 
 const RESOURCES = "{ cpu memoryBytes gpu }";
 // Plain strings, not templates: bench/console.py fills the queries' ${NAME} parts from them.
-export const NODE = "id hostname resourceGroup state reason allocations capacity { cpu memoryBytes gpu } used { cpu memoryBytes gpu }";
+export const NODE = "id hostname resourceGroup state reason allocations capacity { cpu memoryBytes gpu } used { cpu memoryBytes gpu } pulls { reference doneBytes totalBytes kernels }";
 const KERNEL = "nodeId sessionId sessionName kernelId user started since resources { cpu memoryBytes gpu }";
 const NOTE = "sessionId resourceGroup kind text situation";
 

@@ -15,6 +15,7 @@ import { followCluster, refresher } from "../op/feed.js";
 import { OPERATORS, gpuAmount, mayOperateNodes } from "../op/format.js";
 import { gpuMap, kernelTable, meter, signature } from "../op/gpu-map.js";
 import { noteList } from "../op/notes.js";
+import { bytesOf, progressBar } from "../progress.js";
 import { definePage } from "../router.js";
 
 const MUTATIONS = {
@@ -209,14 +210,19 @@ definePage({
 
     const drawHead = (entry) => {
       const node = entry.node;
-      const shown = JSON.stringify([node.hostname, node.state, node.resourceGroup, node.reason]);
+      const shown = JSON.stringify([node.hostname, node.state, node.resourceGroup, node.reason, node.pulls]);
       if (shown === entry.headShown) return;
       entry.headShown = shown;
       entry.card.dataset.state = node.state;
       replace(entry.head,
         h("h2", {}, node.hostname, " ", stateBadge(node)),
         h("div", { class: "sub" }, `group ${node.resourceGroup} · `, h("span", { class: "mono" }, node.id)),
-        node.reason && h("div", { class: "reason op-node-reason" }, node.reason));
+        node.reason && h("div", { class: "reason op-node-reason" }, node.reason),
+        (node.pulls ?? []).length > 0 && h("ul", { class: "op-node-pulls" },
+          ...node.pulls.map((p) => h("li", { dataset: { reference: p.reference } },
+            h("span", { class: "hint" }, "pulling"), h("span", { class: "mono" }, p.reference),
+            progressBar(p.totalBytes ? p.doneBytes / p.totalBytes : 0, bytesOf(p.doneBytes, p.totalBytes)),
+            h("span", { class: "hint" }, ` for ${p.kernels} kernel${p.kernels === 1 ? "" : "s"}`)))));
     };
 
     /** A card's body (actions, meters, GPU map), drawn when it is near the screen (or `now`),
