@@ -195,13 +195,22 @@ async def _images(jy: AsyncClient, args: argparse.Namespace) -> int:
     if args.json:
         ui.json_lines(i.as_json() for i in found)
         return 0
-    columns = ("image", "registered", "registry", "nodes", "groups", "apps")
-    ui.table(columns, ((i.name, "yes" if i.registered else "no", i.registry, i.nodes,
+    columns = ("image", "registered", "registry", "held on", "groups", "apps")
+    ui.table(columns, ((i.name, "yes" if i.registered else "no", i.registry, _hosts(i.hosts),
                         ",".join(i.resource_groups) or None, ",".join(i.apps) or None)
                        for i in found))  # fmt: skip
-    if any(not i.nodes for i in found):
-        _say("an image no node holds yet is pulled by the node a session is placed on")
+    if any(not i.nodes and i.registry for i in found):
+        _say("an image of a registry no node holds yet is pulled by the node a session lands on")
+    if any(not i.nodes and not i.registry for i in found):
+        _say("an image no node holds and no registry has waits for a node that holds it")
     return 0
+
+
+def _hosts(hosts: list[str], shown: int = 3) -> str | None:
+    """The nodes that hold an image: a few by name, then how many more."""
+    if len(hosts) <= shown:
+        return ",".join(hosts) or None
+    return f"{','.join(hosts[:shown])} +{len(hosts) - shown} more"
 
 
 def _amount(slot: str, value: str) -> str:

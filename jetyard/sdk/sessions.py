@@ -149,7 +149,7 @@ class Sessions:
             registered |= {i["name"]: i for i in page}
             if len(page) < IMAGE_PAGE:
                 break
-        data = await self._client.graphql("{ nodeImages { name nodes resourceGroups } }")
+        data = await self._client.graphql("{ nodeImages { name nodes resourceGroups hosts } }")
         held = {i["name"]: i for i in data["nodeImages"]}
         return [
             RunnableImage(
@@ -157,6 +157,7 @@ class Sessions:
                 registered=name in registered,
                 nodes=held[name]["nodes"] if name in held else 0,
                 resource_groups=held[name]["resourceGroups"] if name in held else [],
+                hosts=held[name]["hosts"] if name in held else [],
                 apps=[p["name"] for p in registered.get(name, {}).get("servicePorts", [])],
                 registry=registered.get(name, {}).get("registry"),
                 digest=registered.get(name, {}).get("digest") or "",

@@ -117,6 +117,7 @@ def test_registry_add_ls_rescan_run_images_policy_rm(
     assert name in shown.split(), shown
     held = [i for i in _lines(cli("images", "--json").stdout) if i["name"] == image]
     assert held[0]["registry"] == name and held[0]["digest"].startswith("sha256:"), held
+    assert held[0]["hosts"] and held[0]["hosts"][0] in shown.split(), (held, shown)  # held on
 
     def policy() -> str | None:
         found = stack.gql(POLICY)["data"]["images"]

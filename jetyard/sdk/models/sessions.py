@@ -142,3 +142,5 @@ class RunnableImage(Model):
     apps: list[str]
     registry: str | None = None
     digest: str = ""
+    hosts: list[str] = []
+    """The host names of the nodes that hold it."""

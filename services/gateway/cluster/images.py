@@ -20,20 +20,24 @@ class NodeImage:
     name: str
     nodes: int = strawberry.field(description="how many live nodes (of those seen) hold it")
     resource_groups: list[str] = strawberry.field(description="the groups of those nodes")
+    hosts: list[str] = strawberry.field(description="those nodes' host names")
 
 
 def held(views: list[NodeView], groups: set[str] | None) -> list[NodeImage]:
     """Every image the live nodes in ``groups`` (None: all) hold, by name."""
     nodes: dict[str, int] = {}
     where: dict[str, set[str]] = {}
+    hosts: dict[str, set[str]] = {}
     for view in views:
         if view.lost or (groups is not None and view.resource_group not in groups):
             continue
         for image in set(view.images):
             nodes[image] = nodes.get(image, 0) + 1
             where.setdefault(image, set()).add(view.resource_group)
+            hosts.setdefault(image, set()).add(view.hostname or view.id)
     return [
-        NodeImage(name=n, nodes=nodes[n], resource_groups=sorted(where[n])) for n in sorted(nodes)
+        NodeImage(name=n, nodes=nodes[n], resource_groups=sorted(where[n]), hosts=sorted(hosts[n]))
+        for n in sorted(nodes)
     ]
 
 
