@@ -7,6 +7,7 @@ again, and one no kernel waits for is failed, so nothing stays in flight."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -244,3 +245,25 @@ async def test_a_disk_budget_evicts_the_least_recently_used_image_no_kernel_uses
     # Each image is 4000 simulated bytes: only one fits in 5000. The kernel's stays; the
     # others (the base image, never used here, and old, released) went, least recent first.
     assert await backend.images() == [new]
+
+
+async def test_credentials_wait_for_a_gateway_that_comes_back(bus: Bus) -> None:
+    """No gateway answers at first (one restarting): the agent asks again, and the pull goes
+    on once one answers; with none at all it fails, saying so."""
+    ask = RegistryCredentials(bus, "node-x", timeout_s=1, retries_s=(0.3, 0.3, 0.3, 0.3, 0.3))
+    asking = asyncio.create_task(ask(f"registry-{new_id()}"))
+    await asyncio.sleep(0.5)  # asked at least once, with nobody there
+    assert not asking.done()
+    async with desk(bus, "later") as (_, registry_id):
+        assert await ask(registry_id) == RegistryAuth("bot", "later")
+        try:
+            await asking  # a registry this desk does not know: refused, not waited for
+            raise AssertionError("an unknown registry was answered")
+        except PullFailedError as exc:
+            assert "no registry with the id" in str(exc)
+    nobody = RegistryCredentials(bus, "node-x", timeout_s=0.5, retries_s=(0.1,))
+    try:
+        await nobody(registry_id)
+        raise AssertionError("answered with no gateway")
+    except PullFailedError as exc:
+        assert "no gateway answered" in str(exc)
