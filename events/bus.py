@@ -186,6 +186,12 @@ async def check_durability(settings: NatsSettings, monitor_url: str | None) -> N
         )
 
 
+def servers_of(url: str) -> list[str]:
+    """``nats://a:4222,nats://b:4222``: the servers of a cluster, tried in turn (one URL for
+    one server)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 async def connect(settings: NatsSettings, *, name: str) -> Bus:
     """Connect, check the server can hold the log, and return the bus. Declares nothing.
 
@@ -196,7 +202,7 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
     try:
         nc = await asyncio.wait_for(
             nats.connect(
-                settings.url,
+                servers_of(settings.url),
                 name=name,
                 token=settings.token,
                 connect_timeout=settings.connect_timeout_s,

@@ -53,6 +53,12 @@ class NatsServer:
     monitor_port: int | None = None
     token: str | None = None
     sync_always: bool = False
+    name: str | None = None
+    """The server's name (a cluster's members need one each)."""
+    cluster_port: int | None = None
+    """Set with ``routes``: a member of a cluster (``cluster_name``) routed to those ports."""
+    cluster_name: str = "jetyard"
+    routes: tuple[int, ...] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -75,6 +81,17 @@ class NatsServer:
         if self.sync_always:
             lines.append("  sync_interval: always")
         lines.append("}")
+        if self.name is not None:
+            lines.append(f'server_name: "{self.name}"')
+        if self.cluster_port is not None:
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+            lines += [
+                "cluster {",
+                f'  name: "{self.cluster_name}"',
+                f"  listen: 127.0.0.1:{self.cluster_port}",
+                f"  routes: [{routes}]",
+                "}",
+            ]
         if self.monitor_port is not None:
             lines.append(f"http: 127.0.0.1:{self.monitor_port}")
         if self.token is not None:
