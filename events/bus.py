@@ -242,7 +242,27 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
     return bus
 
 
+CLUSTER_SETTLE_S = 15.0
+"""How long a declaration is tried again while a cluster's meta layer settles (a fresh or
+re-electing cluster answers "stream not found" or "unavailable" for a moment)."""
+
+
 async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    assert config.name is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLUSTER_SETTLE_S
+    while True:
+        try:
+            await _declare_stream(js, config)
+            return
+        except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError) as exc:
+            if (config.num_replicas or 1) == 1 or loop.time() > deadline:
+                raise  # one server: no election to wait for (JetStream off says so at once)
+            log.info("declaring stream %s: %r; again", config.name, exc)
+            await asyncio.sleep(0.5)
+
+
+async def _declare_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
     assert config.name is not None
     try:
         await js.stream_info(config.name)
