@@ -1,6 +1,6 @@
 """``nodeImages`` (``services/gateway/cluster/images.py``): every image the live nodes hold, by
-name, with how many nodes and which groups; lost nodes left out; a user's view limited to the
-groups they may run in."""
+name, with how many nodes, which hosts and which groups; lost nodes left out; a user's view
+limited to the groups they may run in."""
 
 from __future__ import annotations
 
@@ -29,9 +29,11 @@ NODES = [
 
 def test_every_image_the_live_nodes_hold() -> None:
     assert held(NODES, None) == [
-        NodeImage(name="busybox:1", nodes=1, resource_groups=["default"]),
-        NodeImage(name="cuda:12", nodes=1, resource_groups=["gpu"]),
-        NodeImage(name="python:3.11", nodes=2, resource_groups=["default", "gpu"]),
+        NodeImage(name="busybox:1", nodes=1, resource_groups=["default"], hosts=["n1"]),
+        NodeImage(name="cuda:12", nodes=1, resource_groups=["gpu"], hosts=["n2"]),
+        NodeImage(
+            name="python:3.11", nodes=2, resource_groups=["default", "gpu"], hosts=["n1", "n2"]
+        ),
     ]
 
 
