@@ -51,7 +51,8 @@ class FakeGateway:
                 {"name": "local:v1", "registry": None, "digest": "", "servicePorts": []},
             ]}  # fmt: skip
         if "nodeImages" in query:
-            return {"nodeImages": [{"name": "local:v1", "nodes": 1, "resourceGroups": ["default"]}]}
+            return {"nodeImages": [{"name": "local:v1", "nodes": 1, "resourceGroups": ["default"],
+                                    "hosts": ["gpu-1"]}]}  # fmt: skip
         field = query.split("{", 2)[1].split("(")[0].strip()
         refused = (variables or {}).get("name") == "nope"
         return {field: _outcome("REJECTED" if refused else "ACCEPTED",
@@ -113,7 +114,7 @@ async def test_a_registered_image_carries_its_registry_and_digest() -> None:
         "lab", "sha256:ab", ["jupyter"],
     )  # fmt: skip
     assert (found["local:v1"].registry, found["local:v1"].digest) == (None, "")
-    assert found["local:v1"].nodes == 1
+    assert (found["local:v1"].nodes, found["local:v1"].hosts) == (1, ["gpu-1"])
 
 
 def test_the_blocking_client_has_the_same_parts() -> None:
