@@ -251,7 +251,7 @@ class NodeAgent:
             self._answered_loss = ledger.lost_seq
             await self._fence()
             await self._register()
-        await self.images.purge(ledger.purges, self._images_in_use())
+        await self.images.purge(ledger.purges)
         found = await self._backend.containers()
         todo = plan(ledger.allocations, found, self.record.running, self.record.finished)
         if not todo.empty:

@@ -128,14 +128,15 @@ class AgentImages:
                 PullFailed(ref, "other", "interrupted: the agent restarted, no kernel waits for it")
             )
 
-    async def purge(self, requests: list[tuple[int, str]], in_use: Set[str]) -> None:
+    async def purge(self, requests: list[tuple[int, str]]) -> None:
         """Answer operators' purge requests newer than the last answered (on the log): remove
         each image unless a kernel here uses it or waits for its pull."""
         agent = self._record.agent
         answered = agent.purged_seq if agent is not None else 0
+        if not requests or requests[-1][0] <= answered:
+            return  # the usual pass: nothing new asked (requests are in log order)
         fresh = [(seq, ref) for seq, ref in requests if seq > answered]
-        if not fresh:
-            return
+        in_use = self._in_use()
         for seq, ref in fresh:
             freed, refused = 0, ""
             if ref in in_use or ref in self.waiting:

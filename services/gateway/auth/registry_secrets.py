@@ -12,18 +12,19 @@ from __future__ import annotations
 import json
 
 import nats.js.errors
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.fernet import InvalidToken
 from nats.js.kv import KeyValue
 
 from events.bus import Bus
 from schemas.ids import new_id
 from schemas.subjects import REGISTRY_SECRETS_BUCKET
+from services.gateway.auth.vault import master_fernet
 
 
 class RegistrySecrets:
     def __init__(self, bus: Bus, key: bytes, old_keys: tuple[bytes, ...] = ()) -> None:
         self._bus = bus
-        self._fernet = MultiFernet([Fernet(k) for k in (key, *old_keys)])
+        self._fernet = master_fernet(key, old_keys)
         self._kv: KeyValue | None = None
 
     async def _bucket(self) -> KeyValue:

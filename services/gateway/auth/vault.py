@@ -54,7 +54,7 @@ def key_fingerprint(key: bytes) -> str:
     return hashlib.sha256(key).hexdigest()[:8]
 
 
-def _master(key: bytes, old_keys: tuple[bytes, ...]) -> MultiFernet:
+def master_fernet(key: bytes, old_keys: tuple[bytes, ...]) -> MultiFernet:
     # The first key seals; every key unseals, so the master key can be rotated by moving the
     # old one to ``old_keys`` until every value has been sealed again.
     return MultiFernet([Fernet(k) for k in (key, *old_keys)])
@@ -73,7 +73,7 @@ class SecretVault:
 
     def __init__(self, bus: Bus, key: bytes, old_keys: tuple[bytes, ...] = ()) -> None:
         self._bus = bus
-        self._fernet = _master(key, old_keys)
+        self._fernet = master_fernet(key, old_keys)
         self._fingerprint = key_fingerprint(key)
         self._kv: KeyValue | None = None
         self._cache: dict[str, tuple[float, str]] = {}
@@ -129,7 +129,7 @@ class PeopleVault:
 
     def __init__(self, bus: Bus, key: bytes, old_keys: tuple[bytes, ...] = ()) -> None:
         self._bus = bus
-        self._fernet = _master(key, old_keys)
+        self._fernet = master_fernet(key, old_keys)
         self._kv: KeyValue | None = None
         self._cache: dict[str, tuple[float, Fernet]] = {}
 
