@@ -58,21 +58,26 @@ class NatsServer:
     cluster_port: int | None = None
     """Set with ``routes``: a member of a cluster (``cluster_name``) routed to those ports."""
     cluster_name: str = "jetyard"
-    routes: tuple[int, ...] = ()
+    routes: tuple[int | str, ...] = ()
+    """Other members' route ports on this host, or ``host:port`` elsewhere."""
+    host: str = "127.0.0.1"
+    """The address it listens on (clients, routes and monitoring)."""
+    launcher: tuple[str, ...] = ()
+    """A prefix to its command line (tests run a member inside a network namespace)."""
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{self.host}:{self.port}"
 
     @property
     def monitor_url(self) -> str | None:
-        return None if self.monitor_port is None else f"http://127.0.0.1:{self.monitor_port}"
+        return None if self.monitor_port is None else f"http://{self.host}:{self.monitor_port}"
 
     def _config(self) -> Path:
         store = (self.data_dir / "jetstream").as_posix()
         lines = [
-            "host: 127.0.0.1",
+            f"host: {self.host}",
             f"port: {self.port}",
             f'pid_file: "{(self.data_dir / "nats-server.pid").as_posix()}"',
             "jetstream {",
@@ -84,16 +89,19 @@ class NatsServer:
         if self.name is not None:
             lines.append(f'server_name: "{self.name}"')
         if self.cluster_port is not None:
-            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+            routes = ", ".join(
+                f"nats-route://{r if isinstance(r, str) else f'{self.host}:{r}'}"
+                for r in self.routes
+            )
             lines += [
                 "cluster {",
                 f'  name: "{self.cluster_name}"',
-                f"  listen: 127.0.0.1:{self.cluster_port}",
+                f"  listen: {self.host}:{self.cluster_port}",
                 f"  routes: [{routes}]",
                 "}",
             ]
         if self.monitor_port is not None:
-            lines.append(f"http: 127.0.0.1:{self.monitor_port}")
+            lines.append(f"http: {self.host}:{self.monitor_port}")
         if self.token is not None:
             lines.append(f'authorization {{ token: "{self.token}" }}')
         path = self.data_dir / "nats-server.conf"
@@ -107,7 +115,7 @@ class NatsServer:
         config = self._config()
         log = open(self.data_dir / "nats-server.log", "ab")  # noqa: SIM115 (kept for the child)
         self.process = subprocess.Popen(
-            [server_binary(), "-c", str(config)],
+            [*self.launcher, server_binary(), "-c", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
@@ -121,7 +129,7 @@ class NatsServer:
                 )
             with (
                 contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), 0.2),
+                socket.create_connection((self.host, self.port), 0.2),
             ):
                 return self
             time.sleep(0.05)
