@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import nats.errors
 from nats.aio.msg import Msg
 from nats.js.api import PubAck
 from nats.js.errors import NotFoundError
 
 from commands.messages import COMMAND_NAME_HEADER, Command
 from commands.outcome import Outcome
-from events.bus import Bus
+from events.bus import Bus, is_leaderless
+from events.store import LEADERLESS_PAUSE_S, LEADERLESS_WAIT_S
+from events.writes import OutcomeUnknownError, UnavailableError
 from schemas.subjects import COMMANDS_STREAM, OUTCOMES_STREAM, outcome_subject
 
 # A waiter also reads again when nothing woke it, soon at first and then every RECHECK_S:
@@ -21,21 +24,70 @@ from schemas.subjects import COMMANDS_STREAM, OUTCOMES_STREAM, outcome_subject
 # found; and core delivery is at most once (a reconnect loses wake-ups).
 FIRST_RECHECK_S = 0.02
 RECHECK_S = 1.0
+SEND_TIMEOUT_S = 3.0
+"""How long a send waits for the log's ack. A leader cut off from its quorum neither stores
+nor refuses: after this the sender hears ``TimeoutError`` (the gateway answers
+``unavailable``), and sending the same command again is safe (its id is its dedup key)."""
+
+
+class SendUnknownError(OutcomeUnknownError):
+    """The log did not answer a send in time: the command may or may not be stored. Sending
+    it again with the same id is safe (the id is its deduplication key), and asking for its
+    outcome later tells."""
+
+    def __init__(self, command_id: str, timeout: float) -> None:
+        self.command_id = command_id
+        super().__init__(
+            f"the log did not answer within {timeout:g} s: command {command_id} may still be "
+            "stored; send it again with the same id, or ask for its outcome later"
+        )
 
 
 class CommandBus:
-    def __init__(self, bus: Bus, *, recheck_s: float = RECHECK_S) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        recheck_s: float = RECHECK_S,
+        leaderless_wait: float = LEADERLESS_WAIT_S,
+        send_timeout: float = SEND_TIMEOUT_S,
+    ) -> None:
         self._bus = bus
+        self._send_timeout = min(send_timeout, bus.settings.request_timeout_s)
         self._recheck_s = recheck_s
+        self._leaderless_wait = leaderless_wait
 
     async def send(self, cmd: Command) -> PubAck:
         """Store the command. Sent again with the same id inside the duplicate window, it is
         not stored twice (``PubAck.duplicate`` is True); after the window the runner finds the
-        existing outcome and skips it."""
+        existing outcome and skips it.
+
+        While ``JY_COMMANDS`` has no leader (an election) it is sent again for up to
+        ``leaderless_wait`` seconds; a log still leaderless then (no quorum) raises
+        ``UnavailableError``: nothing was stored."""
         headers = {"Nats-Msg-Id": cmd.command_id, COMMAND_NAME_HEADER: cmd.command_name()}
-        return await self._bus.js.publish(
-            cmd.subject(), cmd.model_dump_json().encode(), stream=COMMANDS_STREAM, headers=headers
-        )
+        data = cmd.model_dump_json().encode()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._leaderless_wait
+        while True:
+            try:
+                return await self._bus.js.publish(
+                    cmd.subject(), data, stream=COMMANDS_STREAM, headers=headers,
+                    timeout=self._send_timeout,
+                )  # fmt: skip
+            except (TimeoutError, nats.errors.TimeoutError) as exc:
+                # A leader cut off from its quorum neither stores nor refuses: the command may
+                # still be stored later (when the cluster heals), or never.
+                raise SendUnknownError(cmd.command_id, self._send_timeout) from exc
+            except Exception as exc:
+                if not is_leaderless(exc):
+                    raise
+                if loop.time() > deadline:
+                    raise UnavailableError(
+                        f"the command log has no leader ({type(exc).__name__}): "
+                        f"{cmd.command_name()} {cmd.command_id} was not stored"
+                    ) from exc
+                await asyncio.sleep(LEADERLESS_PAUSE_S)
 
     async def outcome(self, command_id: str) -> Outcome | None:
         """The stored outcome, or None if the command has not been decided (yet)."""

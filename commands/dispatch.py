@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from commands.messages import Command, UnknownCommandError, command_id_of, expla
 from commands.outcome import Code, Decision, Outcome, Rejected
 from commands.outcome_log import OutcomeLog
 from commands.parking import Parking
+from events.bus import is_unavailable
 from events.writes import Store
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,16 @@ class Dispatcher:
     outcomes: OutcomeLog
     parking: Parking
     stats: Counts
+    _held: list[Msg] = field(default_factory=list, init=False)
+
+    async def decide_run(self, run: list[Msg]) -> list[Msg]:
+        """``process_run``, returning the commands held back because the log was out of reach
+        (``events.bus.is_unavailable``): they were neither answered nor counted as failed,
+        and their runner tries them again (an election is not a poison command)."""
+        self._held = []
+        await self.process_run(run)
+        held, self._held = self._held, []
+        return held
 
     async def process_run(self, run: list[Msg]) -> None:
         """Decide a run (or one command); every command ends acked, or failed (retried or
@@ -178,6 +189,11 @@ class Dispatcher:
             await self._failed(msg, exc)
 
     async def _failed(self, msg: Msg, exc: Exception) -> None:
+        if is_unavailable(exc):
+            log.warning("%s: %s held back, the log is out of reach (%r)", self.durable,
+                        msg.subject, exc)  # fmt: skip
+            self._held.append(msg)
+            return
         await self.parking.failed(msg, exc)
 
     async def write(self, outcome: Outcome) -> None:

@@ -24,7 +24,8 @@ from nats.aio.msg import Msg
 from commands.outcome import Outcome
 from events.bus import Bus
 from events.direct import DirectReader
-from events.store import EXPECTED_HEADER, WRONG_LAST_SEQUENCE
+from events.store import EXPECTED_HEADER, WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_BATCH
+from events.writes import UnavailableError
 from schemas.subjects import OUTCOMES_STREAM, outcome_subject
 
 
@@ -86,8 +87,8 @@ def _answer(future: asyncio.Future[bool], msg: Msg) -> None:
     if future.done():
         return
     status = (msg.headers or {}).get("Status")
-    if status is not None:  # 503: no stream listens on the subject
-        future.set_exception(OutcomeStoreError(f"no stream stored the outcome ({status})"))
+    if status is not None:  # 503: no stream (leader) listens on the subject
+        future.set_exception(UnavailableError(f"no stream stored the outcome ({status})"))
         return
     try:
         answer = json.loads(msg.data)
@@ -97,7 +98,8 @@ def _answer(future: asyncio.Future[bool], msg: Msg) -> None:
     error = answer.get("error")
     if error is None:
         future.set_result(True)
-    elif error.get("err_code") == WRONG_LAST_SEQUENCE:
+    elif error.get("err_code") in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_BATCH):
+        # Another runner's outcome is there (a clustered stream says so without the sequence).
         future.set_result(False)
     else:
         future.set_exception(OutcomeStoreError(f"the server refused the outcome: {error}"))

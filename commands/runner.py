@@ -46,6 +46,9 @@ from schemas.subjects import COMMANDS_STREAM, AggregateType, commands_of
 
 log = logging.getLogger(__name__)
 
+HOLD_PAUSE_S = 0.25
+HOLD_PAUSE_MAX_S = 2.0
+
 
 @dataclass
 class RunnerStats:
@@ -56,6 +59,7 @@ class RunnerStats:
     parked: int = 0
     outcomes_written: int = 0
     outcomes_found: int = 0  # the guard found another runner's outcome (10071)
+    held: int = 0  # tries held back while the log was out of reach
 
 
 @dataclass
@@ -189,16 +193,31 @@ class CommandRunner:
         try:
             while waiting:
                 run = self._run_at(waiting)
-                try:
-                    await self._dispatcher.process_run(run)
-                except Exception:
-                    # Unacked commands come back after the ack wait (e.g. the connection
-                    # was lost mid-run); the loop carries on with the rest.
-                    log.exception("%s: a run of %d was left unanswered", self.durable, len(run))
+                await self._decide_holding(run)
                 for _ in run:
                     waiting.popleft()
         finally:
             keeper.cancel()
+
+    async def _decide_holding(self, run: list[Msg]) -> None:
+        """Decide ``run``; what was held back because the log was out of reach (a leader
+        election, no quorum) is tried again after a pause, in order, while the keeper keeps
+        it claimed, until it is answered or the runner stops (then the server redelivers it
+        after the ack wait). The commands behind it wait: their order is kept."""
+        pause = HOLD_PAUSE_S
+        while run:
+            try:
+                run = await self._dispatcher.decide_run(run)
+            except Exception:
+                # Unacked commands come back after the ack wait (e.g. the connection
+                # was lost mid-run); the loop carries on with the rest.
+                log.exception("%s: a run of %d was left unanswered", self.durable, len(run))
+                return
+            if not run or self._stopping or cancelling():
+                return
+            self.stats.held += len(run)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, HOLD_PAUSE_MAX_S)
 
     def _run_at(self, waiting: deque[Msg]) -> list[Msg]:
         """The commands at the front that are decided together: consecutive ones of a type

@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 
 import nats
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
 
 from events.declarations import bucket_configs, stream_configs
 from events.direct import Replies
+from events.writes import OutcomeUnknownError, UnavailableError
 from schemas.settings import MIN_SERVER_VERSION, NatsSettings
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,42 @@ RECONNECT_WAIT_S = 1  # between attempts while NATS is away: back quickly, cheap
 PING_INTERVAL_S = 20  # a peer gone silently (a cable, not a restart) is noticed in about...
 MAX_OUTSTANDING_PINGS = 3  # ...a minute, then reconnecting begins
 REMIND_EVERY_S = 60.0
+
+
+LEADERLESS_ERR_CODES = frozenset({10008, 10118})
+"""JetStream's "temporarily unavailable" and "stream offline" answers."""
+
+
+def is_leaderless(exc: BaseException) -> bool:
+    """Whether ``exc`` says the request reached nobody who could store it: no stream leader
+    (an election runs, or the cluster has no quorum), or no route to one. Nothing was stored,
+    so sending the same request again is safe."""
+    if isinstance(exc, nats.errors.NoRespondersError | nats.js.errors.NoStreamResponseError):
+        return True
+    if isinstance(exc, nats.js.errors.ServiceUnavailableError):
+        return True
+    return isinstance(exc, nats.js.errors.APIError) and (
+        exc.code == 503 or exc.err_code in LEADERLESS_ERR_CODES
+    )
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` is the log being out of reach rather than anything about the work: a
+    leaderless answer, no answer in time, a connection closed or reconnecting, or a write
+    whose outcome the store could not learn. Such work is held and tried again, not counted
+    against it (a command is not parked for an election)."""
+    if isinstance(exc, UnavailableError | OutcomeUnknownError | TimeoutError):
+        return True
+    if isinstance(
+        exc,
+        nats.errors.TimeoutError
+        | nats.errors.ConnectionClosedError
+        | nats.errors.ConnectionReconnectingError
+        | nats.errors.StaleConnectionError
+        | nats.errors.OutboundBufferLimitError,
+    ):
+        return True
+    return is_leaderless(exc)
 
 
 class ServerUnsuitableError(RuntimeError):
@@ -242,6 +280,8 @@ async def connect(settings: NatsSettings, *, name: str) -> Bus:
     return bus
 
 
+NO_PEERS_YET = 10005
+"""'no suitable peers for placement': a member of a fresh cluster has not met the others yet."""
 CLUSTER_SETTLE_S = 15.0
 """How long a declaration is tried again while a cluster's meta layer settles (a fresh or
 re-electing cluster answers "stream not found" or "unavailable" for a moment)."""
@@ -255,8 +295,13 @@ async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None
         try:
             await _declare_stream(js, config)
             return
-        except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError) as exc:
-            if (config.num_replicas or 1) == 1 or loop.time() > deadline:
+        except (
+            nats.js.errors.NotFoundError,
+            nats.js.errors.ServiceUnavailableError,
+            BadRequestError,
+        ) as exc:
+            settling = not isinstance(exc, BadRequestError) or exc.err_code == NO_PEERS_YET
+            if not settling or (config.num_replicas or 1) == 1 or loop.time() > deadline:
                 raise  # one server: no election to wait for (JetStream off says so at once)
             log.info("declaring stream %s: %r; again", config.name, exc)
             await asyncio.sleep(0.5)

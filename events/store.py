@@ -3,9 +3,11 @@
 Writes ``ev.<aggregate>.<id>`` (one guarded message, or one atomic batch over many aggregates);
 reads them back with batched direct gets. Every write carries
 ``Nats-Expected-Last-Subject-Sequence`` on the first message of each aggregate. When an answer is
-lost or ambiguous (timeout, 10201, 10071, 10176) the store reads the aggregates back and looks
-for its own event ids before saying anything: a retried commit that had in fact been stored is
-reported as stored, never as an error.
+lost or ambiguous (timeout, 10201, 10071, 10164, 10176) the store reads the aggregates back and
+looks for its own event ids before saying anything: a retried commit that had in fact been
+stored is reported as stored, never as an error. A write that reaches no stream leader (an
+election on a cluster, or no quorum) was certainly not stored: it is sent again for up to
+``LEADERLESS_WAIT_S``, then refused as ``UnavailableError``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 
 import nats.errors
-from nats.js.errors import APIError
+from nats.js.errors import APIError, ServiceUnavailableError
 
 import events.domain  # noqa: F401  (fills the catalogue, so reads are upcast)
-from events.bus import Bus
+from events.bus import LEADERLESS_ERR_CODES, Bus, is_leaderless
 from events.catalogue import CATALOGUE, UnknownEventError
 from events.direct import DirectReader, RawMessage
 from events.envelope import Envelope, StoredEvent
@@ -32,6 +34,7 @@ from events.writes import (
     ConcurrencyConflict,
     History,
     OutcomeUnknownError,
+    UnavailableError,
     Write,
     WriteRejectedError,
     encode,
@@ -42,11 +45,19 @@ from schemas.subjects import EVENT_ID_HEADER, EVENT_NAME_HEADER, EVENTS_STREAM, 
 log = logging.getLogger(__name__)
 
 WRONG_LAST_SEQUENCE = 10071
+WRONG_LAST_SEQUENCE_IN_BATCH = 10164  # a batch's guard, said without the sequence
 BATCH_INCOMPLETE = 10176
 BATCH_DUPLICATE_MSG_ID = 10201
 EXPECTED_HEADER = "Nats-Expected-Last-Subject-Sequence"
+LEADERLESS_WAIT_S = 3.0
+"""How long a write that reaches no stream leader is tried again before it is refused as
+``UnavailableError``: long enough for an election after a member is lost (about 2 s with the
+server's defaults), short enough that a log without quorum is said to be so quickly."""
+LEADERLESS_PAUSE_S = 0.25
 # Errors after which the write may or may not have been stored: resolve by reading back.
-AMBIGUOUS_CODES = frozenset({WRONG_LAST_SEQUENCE, BATCH_INCOMPLETE, BATCH_DUPLICATE_MSG_ID})
+AMBIGUOUS_CODES = frozenset(
+    {WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_BATCH, BATCH_INCOMPLETE, BATCH_DUPLICATE_MSG_ID}
+)
 
 
 @dataclass
@@ -56,6 +67,8 @@ class StoreStats:
     recovered: int = 0
     conflicts: int = 0
     retries: int = 0
+    leaderless: int = 0
+    """Tries that reached no stream leader (an election, or no quorum)."""
     read_requests: int = field(default=0)
 
 
@@ -84,6 +97,7 @@ class EventStore:
         max_open_batches: int = 8,
         ack_timeout: float | None = None,
         max_attempts: int = 3,
+        leaderless_wait: float = LEADERLESS_WAIT_S,
     ) -> None:
         self._bus = bus
         # The server keeps at most 50 open batches per stream and silently drops the rest;
@@ -91,6 +105,7 @@ class EventStore:
         self._open_batches = asyncio.Semaphore(max_open_batches)
         self._ack_timeout = ack_timeout or bus.settings.request_timeout_s
         self._max_attempts = max_attempts
+        self._leaderless_wait = leaderless_wait
         self._max_bytes = bus.settings.max_event_bytes
         self.reader = DirectReader(bus.replies, EVENTS_STREAM, timeout=self._ack_timeout)
         self.stats = StoreStats()
@@ -106,7 +121,11 @@ class EventStore:
         stale aggregates). At most 1,000 events, each aggregate at most once."""
         validate_group(writes)
         payloads = [[self._encode(e) for e in w.events] for w in writes]
-        for attempt in range(1, self._max_attempts + 1):
+        loop = asyncio.get_running_loop()
+        leaderless_until = loop.time() + self._leaderless_wait
+        attempt = 0
+        while attempt < self._max_attempts:
+            attempt += 1
             try:
                 if len(writes) == 1 and len(writes[0].events) == 1:
                     committed = await self._publish_one(writes[0], payloads[0][0])
@@ -118,6 +137,20 @@ class EventStore:
                 reason = f"no answer ({type(exc).__name__})"
             except _Ambiguous as exc:
                 reason = str(exc)
+            except Exception as exc:
+                if not is_leaderless(exc):
+                    raise
+                # Nobody could store it (an election, or no quorum): certainly not stored.
+                # Wait out an election; no quorum after that is said as such.
+                self.stats.leaderless += 1
+                if loop.time() > leaderless_until:
+                    raise UnavailableError(
+                        f"the log has no leader for {writes[0].aggregate.subject} "
+                        f"({type(exc).__name__}); nothing was stored"
+                    ) from exc
+                attempt -= 1
+                await asyncio.sleep(LEADERLESS_PAUSE_S)
+                continue
             resolved = await self._resolve(writes, reason)
             if resolved is not None:
                 count_appended(writes)  # stored by an earlier attempt of this very write
@@ -145,6 +178,8 @@ class EventStore:
                 write.aggregate.subject, data, timeout=self._ack_timeout, headers=headers
             )
         except APIError as exc:
+            if is_leaderless(exc):
+                raise
             raise _classify(exc.err_code or 0, exc.description or "") from exc
         return Committed(seqs=(ack.seq,), last_seqs={write.aggregate: ack.seq})
 
@@ -178,7 +213,10 @@ class EventStore:
         answer = json.loads(reply.data)
         if "error" in answer:
             error = answer["error"]
-            raise _classify(int(error.get("err_code", 0)), str(error.get("description", "")))
+            code, description = int(error.get("err_code", 0)), str(error.get("description", ""))
+            if int(error.get("code", 0)) == 503 or code in LEADERLESS_ERR_CODES:
+                raise ServiceUnavailableError(code=503, err_code=code, description=description)
+            raise _classify(code, description)
         last = int(answer["seq"])
         return _committed(writes, first_seq=last - total + 1)
 

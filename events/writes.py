@@ -124,6 +124,11 @@ class OutcomeUnknownError(Exception):
     reading back failed too). Retrying the same write is safe: its guard decides."""
 
 
+class UnavailableError(Exception):
+    """The log could not take the write now: no stream leader (an election, or no quorum) or
+    no server reachable. Nothing was stored; the same write may be tried again later."""
+
+
 class WriteRejectedError(Exception):
     """The server refused a write for a reason retrying cannot fix (too large, bad stream)."""
 

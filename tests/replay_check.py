@@ -13,6 +13,7 @@ What counts as a violation:
 - with ``devices`` on an allocation: a device the node does not have, a device over
   100 hundredths, a device both whole-held and shared (or whole-held twice), a whole device
   not at 100, devices that do not add up to the allocation's GPU hundredths;
+- a session requested twice (a create stored twice);
 - a session scheduled more than once (once per attempt, where a requeue after node loss
   starts a new attempt with new kernels), or requeued while not placed; a scheduled session
   whose kernels' allocations do not match its placements (node, session, slots), an
@@ -140,6 +141,8 @@ class Replay:
     # ---- sessions ------------------------------------------------------------------------
 
     def _session_requested(self, seq: int, sid: str, payload: dict[str, Any]) -> None:
+        if sid in self.sessions and self.sessions[sid].attempts:
+            self.violation(seq, f"session {sid} requested twice")
         kernel_ids = list(payload.get("kernel_ids", []))
         specs = (payload.get("spec") or {}).get("kernels", [])
         same = len(specs) == len(kernel_ids)

@@ -24,15 +24,27 @@ from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.types import ExecutionContext
 from uvicorn.protocols.utils import ClientDisconnected
 
+from commands.bus import SendUnknownError
+from events.writes import OutcomeUnknownError, UnavailableError
 from projections.queries import InvalidCursorError
 from schemas.ids import InvalidTokenError, new_id
 
 log = logging.getLogger("services.gateway")
 
 UNAVAILABLE = "unavailable"
-UNAVAILABLE_MESSAGE = "the cluster's event store (NATS) is unreachable: try again shortly"
-UNREACHABLE = (nats.errors.Error, nats.js.errors.Error, TimeoutError, asyncio.TimeoutError, OSError)
-"""What a lost or stalled NATS connection raises."""
+UNAVAILABLE_MESSAGE = (
+    "the cluster's event store (NATS) is unreachable or has no quorum: try again shortly"
+)
+UNREACHABLE = (
+    nats.errors.Error,
+    nats.js.errors.Error,
+    TimeoutError,
+    asyncio.TimeoutError,
+    OSError,
+    UnavailableError,
+    OutcomeUnknownError,
+)
+"""What a lost or stalled NATS connection, or a log without a leader, raises."""
 
 
 DISCONNECTS = (
@@ -78,6 +90,12 @@ class ErrorCodes(MaskErrors):
         if isinstance(original, InvalidTokenError | InvalidCursorError):  # an id or a cursor
             log.info("refused (invalid): %s", original)
             message, extensions = str(original), {"code": "invalid"}
+        elif isinstance(original, SendUnknownError):
+            # Not "nothing happened": the command may be stored yet; say which, so the
+            # client can send it again with the same id or look for its outcome.
+            log.warning("answered unavailable (outcome unknown) at %s: %s", _path(error), original)
+            message = f"{UNAVAILABLE_MESSAGE}; {original}"
+            extensions = {"code": UNAVAILABLE, "commandId": original.command_id}
         elif isinstance(original, UNREACHABLE):
             log.warning("answered unavailable at %s: %r", _path(error), original)
             message, extensions = UNAVAILABLE_MESSAGE, {"code": UNAVAILABLE}

@@ -25,7 +25,7 @@ from commands.runner import CommandRunner, Handler, HandlerContext
 from commands.session.aggregate import Session
 from events.bus import Bus, connect, ensure_streams
 from events.store import EXPECTED_HEADER, EventStore
-from events.writes import AggregateRef, ConcurrencyConflict
+from events.writes import AggregateRef, ConcurrencyConflict, UnavailableError
 from jetyard.runtime.natsserver import NatsServer
 from schemas.ids import new_id, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
@@ -436,3 +436,31 @@ async def test_a_start_that_fails_after_its_consumer_leaves_no_subscription(
         with contextlib.suppress(NotFoundError):
             await connection.js.delete_consumer(COMMANDS_STREAM, durable)
         await connection.close()
+
+
+async def test_a_command_met_by_an_unavailable_log_is_held_not_parked(
+    bus: Bus, start_runner: StartRunner
+) -> None:
+    """An election (the log answering "no leader") is not the command's fault: the runner
+    keeps it in hand and tries again, more times than it would ever retry a failing command,
+    without a redelivery, and the next command waits behind it (order kept)."""
+    commands, calls, order = CommandBus(bus), list[str](), list[str]()
+    create = create_session_handler(calls)
+    tries = FAST.max_deliver + 2
+
+    async def election(cmd: CreateSession, ctx: HandlerContext) -> Decision:
+        order.append(cmd.spec.image)
+        if cmd.spec.image == "during-election" and order.count("during-election") < tries:
+            raise UnavailableError("the log has no leader for ev.session.x; nothing was stored")
+        return await create(cmd, ctx)
+
+    runner = await start_runner({CreateSession: election})
+    held, behind = create_cmd("during-election"), create_cmd("behind")
+    await commands.send(held)
+    await commands.send(behind)
+    outcome = await commands.wait_outcome(held.command_id, 20)
+    assert outcome is not None and outcome.accepted, outcome
+    assert (await commands.wait_outcome(behind.command_id, 5)) is not None
+    assert order == ["during-election"] * tries + ["behind"]
+    assert (runner.stats.parked, runner.stats.retried) == (0, 0)
+    assert runner.stats.held == tries - 1

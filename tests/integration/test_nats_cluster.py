@@ -14,7 +14,7 @@ import nats.js.errors
 
 from events.bus import connect, ensure_streams
 from events.store import EventStore
-from events.writes import ConcurrencyConflict, OutcomeUnknownError, Write
+from events.writes import ConcurrencyConflict, OutcomeUnknownError, UnavailableError, Write
 from schemas.subjects import EVENTS_STREAM
 from tests.nats_cluster_support import nats_cluster
 from tests.support import envelope, ref
@@ -46,8 +46,8 @@ async def test_acknowledged_writes_survive_the_loss_of_the_log_leader(tmp_path: 
                         await store.append(write)
                     except ConcurrencyConflict:
                         pass  # an earlier try was stored after all: the guard says so
-                    except (OutcomeUnknownError, nats.errors.Error, nats.js.errors.Error,
-                            TimeoutError):  # fmt: skip
+                    except (OutcomeUnknownError, UnavailableError, nats.errors.Error,
+                            nats.js.errors.Error, TimeoutError):  # fmt: skip
                         retried += 1  # no leader yet, or the answer was lost: the same write
                         await asyncio.sleep(0.2)
                         continue

@@ -7,6 +7,7 @@ the TTL only clears what nobody revoked.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
@@ -16,8 +17,14 @@ from datetime import UTC, datetime, timedelta
 import nats.js.errors
 from nats.js.kv import KeyValue
 
-from events.bus import Bus
+from events.bus import Bus, is_unavailable
 from schemas.subjects import LOGINS_BUCKET
+from services.gateway.auth.outage import Outage
+
+LOOKUP_TIMEOUT_S = 1.0
+"""A lookup slower than this is taken as the bucket out of reach (a leader cut off from its
+quorum answers nothing until it steps down)."""
+SEEN_LOGINS = 10_000
 
 
 def _now() -> datetime:
@@ -34,6 +41,10 @@ class LoginStore:
         self._ttl = timedelta(seconds=ttl_s)
         self._clock = clock
         self._kv: KeyValue | None = None
+        self._outage = Outage()
+        self._seen: dict[str, tuple[str, datetime]] = {}
+        """Logins resolved here (digest -> user, expiry), newest last: the answer while the
+        bucket is out of reach."""
 
     async def _bucket(self) -> KeyValue:
         if self._kv is None:
@@ -48,17 +59,46 @@ class LoginStore:
         return token
 
     async def resolve(self, token: str) -> str | None:
-        """The user this token logged in, or None when unknown, revoked or expired."""
+        """The user this token logged in, or None when unknown, revoked or expired.
+
+        While the bucket cannot be read (the log has no quorum here, or no leader for a
+        moment) a login this gateway resolved before is taken as it was, until its own
+        expiry: a revocation cannot be stored then either, so nothing newer could be known.
+        Reads through a login keep working on the minority side of a partition."""
+        digest = _digest(token)
+        if self._outage.ongoing and digest in self._seen:
+            return self._seen_user(digest)
         try:
-            entry = await (await self._bucket()).get(_digest(token))
+            entry = await asyncio.wait_for((await self._bucket()).get(digest), LOOKUP_TIMEOUT_S)
         except nats.js.errors.KeyNotFoundError:
+            self._seen.pop(digest, None)
             return None
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            self._outage.seen()
+            if digest not in self._seen:
+                raise
+            return self._seen_user(digest)
         if not entry.value:
             return None
         record = json.loads(entry.value)
-        if datetime.fromisoformat(record["expires_at"]) <= self._clock():
+        expires = datetime.fromisoformat(record["expires_at"])
+        if expires <= self._clock():
             return None
+        self._remember(digest, str(record["user_id"]), expires)
         return str(record["user_id"])
 
+    def _seen_user(self, digest: str) -> str | None:
+        user_id, expires = self._seen[digest]
+        return user_id if expires > self._clock() else None
+
+    def _remember(self, digest: str, user_id: str, expires: datetime) -> None:
+        self._seen.pop(digest, None)
+        self._seen[digest] = (user_id, expires)
+        while len(self._seen) > SEEN_LOGINS:
+            self._seen.pop(next(iter(self._seen)))
+
     async def revoke(self, token: str) -> None:
+        self._seen.pop(_digest(token), None)
         await (await self._bucket()).purge(_digest(token))

@@ -23,10 +23,12 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from nats.js.kv import KeyValue
 
-from events.bus import Bus
+from events.bus import Bus, is_unavailable
 from schemas.subjects import CREDENTIALS_BUCKET, PEOPLE_BUCKET, SECRETS_BUCKET
 
 CACHE_S = 5.0
+LOOKUP_TIMEOUT_S = 1.0
+"""A secret's lookup slower than this is taken as the bucket out of reach."""
 """How long a decrypted secret is reused: a rotated secret reaches every gateway this late."""
 
 _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
@@ -99,7 +101,14 @@ class SecretVault:
         cached = self._cache.get(access_key)
         if cached is not None and cached[0] > now:
             return cached[1]
-        sealed = await _get(await self._bucket(), access_key)
+        try:
+            sealed = await asyncio.wait_for(self._sealed(access_key), LOOKUP_TIMEOUT_S)
+        except Exception as exc:
+            # The bucket out of reach (no quorum here): the secret last read is still the
+            # secret, since a change of it cannot be stored meanwhile either.
+            if cached is None or not is_unavailable(exc):
+                raise
+            return cached[1]
         if sealed is None:
             return None
         try:
@@ -114,6 +123,9 @@ class SecretVault:
         secret = str(opened["secret"])
         self._cache[access_key] = (now + CACHE_S, secret)
         return secret
+
+    async def _sealed(self, access_key: str) -> bytes | None:
+        return await _get(await self._bucket(), access_key)
 
     async def delete_secret(self, access_key: str) -> None:
         self._cache.pop(access_key, None)
