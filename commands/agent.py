@@ -98,6 +98,7 @@ class Agent(Aggregate):
         resource_group: str = "default",
         volumes: Iterable[str] = (),
         terminal_url: str = "",
+        address: str = "",
         now: datetime,
     ) -> Agent:
         """The first registration of this machine's agent."""
@@ -117,6 +118,7 @@ class Agent(Aggregate):
             resource_group=resource_group,
             volumes=_name_set(volumes),
             terminal_url=terminal_url,
+            address=address,
         )
 
     def reregister(
@@ -132,6 +134,7 @@ class Agent(Aggregate):
         resource_group: str = "default",
         volumes: Iterable[str] = (),
         terminal_url: str = "",
+        address: str = "",
         now: datetime,
     ) -> bool:
         """A restarted agent registers again. Its epoch must grow: a stale incarnation (a
@@ -153,6 +156,7 @@ class Agent(Aggregate):
             resource_group=resource_group,
             volumes=_name_set(volumes),
             terminal_url=terminal_url,
+            address=address,
         )
 
     def change_images(self, images: Iterable[str], now: datetime) -> bool:

@@ -1,6 +1,6 @@
 """Tenancy state folded from ``ev.domain.*``, ``ev.project.*``, ``ev.user.*``,
-``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*``, ``ev.image.*`` and
-``ev.registry.*``: who a
+``ev.keypair.*``, ``ev.resource_policy.*``, ``ev.resource_group.*``, ``ev.image.*``,
+``ev.registry.*`` and ``ev.join_token.*``: who a
 request's actor is, which limits bind a scope, which resource groups a tenant may use.
 
 The tenancy service decides on it, the gateway and the storage service fold it to authorise,
@@ -18,6 +18,7 @@ from commands.aggregate import Aggregate
 from commands.authorisation import Principal
 from commands.correction import Correction
 from commands.errors import DomainError
+from commands.join_token import JoinToken
 from commands.registry import Registry
 from commands.tenancy import (
     Domain,
@@ -57,6 +58,7 @@ TENANCY_TYPES = (
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
     AggregateType.REGISTRY,
+    AggregateType.JOIN_TOKEN,
     AggregateType.CORRECTION,
 )
 TENANCY_SUBJECTS = [events_of(kind) for kind in TENANCY_TYPES]
@@ -73,6 +75,7 @@ CLASSES: dict[AggregateType, type[Aggregate]] = {
         ResourceGroup,
         Image,
         Registry,
+        JoinToken,
         Correction,
     )
 }
@@ -104,6 +107,8 @@ class Directory(FoldedState):
         self.images: dict[str, Image] = {}
         self.registries: dict[str, Registry] = {}
         """By registry id (``registry_id_for(name)``)."""
+        self.join_tokens: dict[str, JoinToken] = {}
+        """By token id (never holding a secret: only its digest)."""
         self.corrections: dict[str, Correction] = {}
         """Operators' corrections of quarantined aggregates, by correction id."""
         """Subjects whose events this code cannot fold; nothing is decided on them."""
@@ -117,6 +122,7 @@ class Directory(FoldedState):
             AggregateType.RESOURCE_GROUP: self.groups,
             AggregateType.IMAGE: self.images,
             AggregateType.REGISTRY: self.registries,
+            AggregateType.JOIN_TOKEN: self.join_tokens,
             AggregateType.CORRECTION: self.corrections,
         }
 

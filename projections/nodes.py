@@ -1,5 +1,6 @@
 """The nodes view: each machine's ledger (capacity, what is allocated and used, cordon, lost)
-and its allocations, one row per kernel.
+and its allocations, one row per kernel. A node removed for good (``NodeRemoved``) leaves the
+view: the log keeps its history.
 
 Reads ``ev.node.*`` (the scheduler's ledger). ``apply`` is pure: a node and an event in, the
 node after it out; ``apply_batch`` loads the touched nodes once and writes the differences.
@@ -25,6 +26,7 @@ from events.domain.node import (
     NodeLost,
     NodeRecovered,
     NodeRegistered,
+    NodeRemoved,
     NodeUncordoned,
     ResourcesAllocated,
     ResourcesReleased,
@@ -51,6 +53,7 @@ EVENTS = frozenset(
         NodeUncordoned,
         NodeLost,
         NodeRecovered,
+        NodeRemoved,
     )
 )
 
@@ -129,7 +132,8 @@ class NodeRecord:
 
 
 def apply(node: NodeRecord | None, event: StoredEvent) -> NodeRecord | None:
-    """One ledger event on one node: the node after it (unchanged if already applied)."""
+    """One ledger event on one node: the node after it (unchanged if already applied; None
+    once removed)."""
     if node is not None and event.seq <= node.last_seq:
         return node
     env = event.envelope
@@ -177,6 +181,8 @@ def apply(node: NodeRecord | None, event: StoredEvent) -> NodeRecord | None:
             return replace(node, lost=True, reason=reason)
         case NodeRecovered(reason=reason):
             return replace(node, lost=False, reason=reason)
+        case NodeRemoved():
+            return None
     return node
 
 
@@ -249,6 +255,8 @@ async def apply_batch(conn: AsyncConnection, suffix: str, events: Sequence[Store
             continue
         if node is not None:
             after[key] = node
+        elif key in after and event.envelope.name == NodeRemoved.event_name:
+            del after[key]  # gone from the view (its rows deleted below)
     await sync_rows(conn, t.nodes, _rows(before), _rows(after))
     await sync_rows(conn, t.allocations, _held(before), _held(after))
 

@@ -64,6 +64,8 @@ class AggregateType(StrEnum):
     IMAGE = "image"
     REGISTRY = "registry"
     """A container registry images are pulled from (its secret is never on the log)."""
+    JOIN_TOKEN = "join_token"
+    """A token a new machine joins the cluster with (only its secret's digest is on the log)."""
     CORRECTION = "correction"
     """An operator's correction of a held (quarantined) aggregate: skip one event, or void it."""
     ACTIVITY = "activity"

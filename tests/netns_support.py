@@ -272,9 +272,16 @@ def lab(root: Path) -> Iterator[Lab]:
     bridge = f"jy{tag}lab"
     net = Lab(root, tag, bridge, subnet)
     sh("ip", "link", "add", bridge, "type", "bridge")
+    # Frames between two hosts cross the bridge, and with br_netfilter loaded (Docker loads
+    # it) they pass the root namespace's FORWARD chain, whose policy Docker sets to DROP.
+    forward = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
     try:
         sh("ip", "addr", "add", f"{net.address}/{subnet.prefixlen}", "dev", bridge)
         sh("ip", "link", "set", bridge, "up")
+        if shutil.which("iptables") is not None:
+            sh("iptables", "-I", *forward)
         yield net
     finally:
         net.stop()
+        if shutil.which("iptables") is not None:
+            sh("iptables", "-D", *forward, check=False)

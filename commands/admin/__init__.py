@@ -1,8 +1,9 @@
 """Admin commands on the tenancy aggregates (``cmd.domain.*``, ``cmd.project.*``,
 ``cmd.user.*``, ``cmd.keypair.*``, ``cmd.resource_policy.*``, ``cmd.resource_group.*``,
-``cmd.image.*``, ``cmd.registry.*``), decided by the tenancy service. One module per family:
-``organisation`` (domains, projects), ``people`` (users, keypairs), ``resources`` (resource
-policies, resource groups, images), ``registries``; all are importable from here.
+``cmd.image.*``, ``cmd.registry.*``, ``cmd.join_token.*``), decided by the tenancy service.
+One module per family: ``organisation`` (domains, projects), ``people`` (users, keypairs),
+``resources`` (resource policies, resource groups, images), ``registries``, ``join_tokens``;
+all are importable from here.
 
 They carry no secret and no personal data in clear: the gateway stores a keypair's secret key
 (encrypted) before sending ``CreateKeypair`` with its key id, and seals a user's email with
@@ -18,6 +19,7 @@ from commands.admin.fields import (
     Name,
     Reason,
 )
+from commands.admin.join_tokens import CreateJoinToken, JoinNode, RevokeJoinToken
 from commands.admin.organisation import (
     CreateDomain,
     CreateProject,
@@ -73,6 +75,7 @@ ADMIN_AGGREGATES = (
     AggregateType.RESOURCE_GROUP,
     AggregateType.IMAGE,
     AggregateType.REGISTRY,
+    AggregateType.JOIN_TOKEN,
     AggregateType.CORRECTION,
 )
 """The aggregate types whose commands the tenancy service runs."""
@@ -83,6 +86,7 @@ __all__ = [
     "AddUserToProject",
     "AssociateResourceGroup",
     "CreateDomain",
+    "CreateJoinToken",
     "CreateKeypair",
     "CreateProject",
     "CreateResourceGroup",
@@ -98,6 +102,7 @@ __all__ = [
     "FirstKeypair",
     "ForgetImage",
     "ImageName",
+    "JoinNode",
     "ModifyDomain",
     "ModifyImage",
     "ModifyKeypair",
@@ -117,6 +122,7 @@ __all__ = [
     "RegisterImage",
     "RemoveRegistry",
     "RemoveUserFromProject",
+    "RevokeJoinToken",
     "SetDefaultKeypair",
     "SetImagePullPolicy",
     "SkipQuarantinedEvent",

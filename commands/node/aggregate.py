@@ -20,10 +20,12 @@ from commands.node.rules import (
     Allocation,
     AllocationConflictError,
     InsufficientCapacityError,
+    NodeBusyError,
     NodeUnavailableError,
     UnknownNumaNodeError,
 )
 from events.snapshots import Snapshot
+from schemas.cluster_network import ClusterNetwork
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
@@ -47,6 +49,7 @@ class Node(Aggregate):
         lost: bool
         draining: bool = False
         drain_deadline: datetime | None = None
+        removed: bool = False
 
     def __init__(self) -> None:
         self.hostname = ""
@@ -63,6 +66,8 @@ class Node(Aggregate):
         """Cordoned, and its kernels are to end (drained once none is left)."""
         self.drain_deadline: datetime | None = None
         """When what still runs is stopped (None: it may run to its end)."""
+        self.removed = False
+        """Left the cluster for good: never placed on, its agent's registrations ignored."""
         # Who holds what on each device, kept as allocations come and go: the scheduler asks
         # every node for it on every pass. Derived, so not in ``State``; rebuilt on restore.
         self._devices_held: DeviceTally = {}
@@ -110,7 +115,7 @@ class Node(Aggregate):
 
     @property
     def schedulable(self) -> bool:
-        return not (self.cordoned or self.lost)
+        return not (self.cordoned or self.lost or self.removed)
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -170,6 +175,7 @@ class Node(Aggregate):
         mounts: tuple[Mount, ...] = (),
         sandbox: Sandbox = SAFE_SANDBOX,
         source: ImageSource | None = None,
+        cluster: ClusterNetwork | None = None,
     ) -> bool:
         """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs
         (with which folders mounted, in which sandbox). The same allocation again changes
@@ -187,6 +193,7 @@ class Node(Aggregate):
             mounts=tuple(mounts),
             sandbox=sandbox,
             source=source,
+            cluster=cluster,
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -195,6 +202,8 @@ class Node(Aggregate):
                 f"node {self.id}: kernel {kernel_id} already holds {held.slots} "
                 f"for session {held.session_id}"
             )
+        if self.removed:
+            raise NodeUnavailableError(f"node {self.id} was removed from the cluster")
         if self.lost:
             raise NodeUnavailableError(f"node {self.id} is lost")
         if self.cordoned:
@@ -222,6 +231,7 @@ class Node(Aggregate):
             mounts=wanted.mounts,
             sandbox=sandbox,
             source=source,
+            cluster=cluster,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:
@@ -270,6 +280,18 @@ class Node(Aggregate):
             return False
         return self._trigger(self.Recovered, now, reason=reason)
 
+    def remove(self, reason: str, now: datetime) -> bool:
+        """Take the machine out of the cluster for good. Only an empty node is removed: what
+        runs there must end first (drain it), so no kernel is left without a ledger."""
+        if self.removed:
+            return False
+        if self.allocations:
+            raise NodeBusyError(
+                f"node {self.hostname or self.id} still holds {len(self.allocations)} "
+                "kernel(s): drain it first"
+            )
+        return self._trigger(self.Removed, now, reason=reason)
+
     # ---- events (``commands.node.events``) -----------------------------------------------
 
     Registered = events.Registered
@@ -283,3 +305,4 @@ class Node(Aggregate):
     Uncordoned = events.Uncordoned
     Lost = events.Lost
     Recovered = events.Recovered
+    Removed = events.Removed

@@ -18,6 +18,7 @@ from events.domain.node import (
     NodeLost,
     NodeRecovered,
     NodeRegistered,
+    NodeRemoved,
     NodeUncordoned,
     ResourcesAllocated,
     ResourcesReleased,
@@ -61,6 +62,7 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             mounts=self.mounts,
             sandbox=self.sandbox,
             source=self.source,
+            cluster=self.cluster,
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)
@@ -111,3 +113,8 @@ class Lost(NodeLost, Aggregate.Event):
 class Recovered(NodeRecovered, Aggregate.Event):
     def apply(self, node: Node) -> None:
         node.lost = False
+
+
+class Removed(NodeRemoved, Aggregate.Event):
+    def apply(self, node: Node) -> None:
+        node.removed = True

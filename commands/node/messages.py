@@ -1,5 +1,5 @@
 """Operator commands on a node (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``,
-``cmd.node.purge_image``),
+``cmd.node.purge_image``, ``cmd.node.remove``),
 decided by the scheduler, the node ledger's one writer. Sent by the gateway for superadmins."""
 
 from __future__ import annotations
@@ -45,3 +45,11 @@ class UncordonNode(Command):
     aggregate_type, verb = AggregateType.NODE, "uncordon"
     node_id: Token
     reason: str = Field(default="uncordoned by an operator", min_length=1, max_length=512)
+
+
+class RemoveNode(Command):
+    """Take the machine out of the cluster for good (refused while it holds kernels)."""
+
+    aggregate_type, verb = AggregateType.NODE, "remove"
+    node_id: Token
+    reason: str = Field(default="removed by an operator", min_length=1, max_length=512)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from commands.errors import DomainError
+from schemas.cluster_network import ClusterNetwork
 from schemas.devices import DeviceShare
 from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
@@ -16,6 +17,10 @@ from schemas.vfolder import Mount
 
 class NodeUnavailableError(DomainError):
     """The node takes no new allocations (cordoned or lost)."""
+
+
+class NodeBusyError(DomainError):
+    """The node still holds allocations, so it cannot be removed."""
 
 
 class InsufficientCapacityError(DomainError):
@@ -49,4 +54,6 @@ class Allocation(BaseModel):
     """What its container may do (its resource group's settings when it was placed)."""
     source: ImageSource | None = None
     """Where its image is pulled from (None: the node must hold it)."""
+    cluster: ClusterNetwork | None = None
+    """Its session's overlay network, for a session on more than one node."""
     stopping: bool = False

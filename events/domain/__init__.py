@@ -1,5 +1,25 @@
 """Every domain event of Jetyard, by aggregate. Importing this package fills the catalogue."""
 
-from events.domain import activity, agent, correction, node, quota, session, tenancy, vfolder
+from events.domain import (
+    activity,
+    agent,
+    correction,
+    join,
+    node,
+    quota,
+    session,
+    tenancy,
+    vfolder,
+)
 
-__all__ = ["activity", "agent", "correction", "node", "quota", "session", "tenancy", "vfolder"]
+__all__ = [
+    "activity",
+    "agent",
+    "correction",
+    "join",
+    "node",
+    "quota",
+    "session",
+    "tenancy",
+    "vfolder",
+]

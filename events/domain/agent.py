@@ -39,6 +39,11 @@ class AgentRegistered(Event):
     """Where the agent serves its kernels' terminals (``ws://host:port``; the app proxy alone
     can open one, with the terminal key). Empty: no terminal endpoint (the simulated backend,
     no key set, older events)."""
+    address: str = ""
+    """The machine's underlay IPv4 address (``JETYARD_AGENT_ADDRESS``, else the source address of
+    its route to NATS): where the other nodes of a multi-node cluster session send its VXLAN
+    packets. Empty in older events: a multi-node session's kernel placed there fails to start
+    (its peers could not reach it)."""
 
 
 @upcaster("AgentRegistered", from_version=1)

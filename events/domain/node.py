@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import AwareDatetime, Field
 
 from events.catalogue import Event, event
+from schemas.cluster_network import ClusterNetwork
 from schemas.devices import DeviceInfo, DeviceShare, NumaNode
 from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
@@ -64,6 +65,10 @@ class ResourcesAllocated(Event):
     """Where its image comes from, for an image found in a registry: the agent pulls it
     (``schemas.images``) when the node lacks it or the policy says so. None: the node must
     hold the image already."""
+    cluster: ClusterNetwork | None = None
+    """The session's overlay network, for a cluster session whose kernels are on more than one
+    node: the same for all its kernels (``schemas.cluster_network``). None: a single kernel, or
+    a cluster session on one node (its kernels share that node's session bridge)."""
 
 
 @event("KernelStopRequested", NODE)
@@ -124,5 +129,13 @@ class NodeLost(Event):
 @event("NodeRecovered", NODE)
 class NodeRecovered(Event):
     """A lost machine is back (re-registered under a new epoch) and may take work again."""
+
+    reason: str
+
+
+@event("NodeRemoved", NODE)
+class NodeRemoved(Event):
+    """The machine left the cluster for good: nothing is placed on it again, its agent's
+    registrations are ignored and it may not join again. Decided only when it held nothing."""
 
     reason: str

@@ -2,7 +2,8 @@
 an administrator. ``user create EMAIL --project NAME`` makes a person in a project (by name)
 with a default keypair and prints their password once (and a keypair's secret with
 ``--keypair``); ``user import FILE.csv`` does it for a whole roster and prints a CSV of who
-was created with their passwords; ``user list``, ``user join``, ``keypair create``.
+was created with their passwords; ``user list``, ``user join``, ``keypair create``; ``node``
+(join tokens, removing a node: ``jetyard.cli.admin_nodes``).
 Exit status 0 done, 1 refused by the gateway, 2 a usage or credentials problem."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jetyard.cli import admin_nodes
 from jetyard.cli import common as ui
 from jetyard.sdk.admin import Newcomer, NewUser, PartlyAddedError, RosterError, read_roster
 from jetyard.sdk.async_client import AsyncClient
@@ -26,7 +28,9 @@ OUTPUT_COLUMNS = ("email", "name", "project", "role", "user_id", "password")
 
 
 def add_parser(sub: Any) -> None:
-    admin = sub.add_parser("admin", help="administration: bring people in (users, keypairs)")
+    admin = sub.add_parser(
+        "admin", help="administration: bring people in (users, keypairs), machines (node)"
+    )
     ui.add_credential_options(admin)
     what = admin.add_subparsers(dest="admin_object", required=True)
     user = what.add_parser("user", help="people of your domain")
@@ -64,6 +68,7 @@ def add_parser(sub: Any) -> None:
     issue = kverbs.add_parser("create", help="a new keypair for a person")
     issue.add_argument("email", help="an email or a user id")
     issue.add_argument("--policy", help="a keypair resource policy (default: default)")
+    admin_nodes.add_parsers(what)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +98,8 @@ def _roster(path: Path) -> list[Newcomer]:
 
 async def _call(args: argparse.Namespace, signed_in: Credentials, roster: list[Newcomer]) -> int:
     async with AsyncClient.from_config(signed_in) as jy:
+        if args.admin_object == "node":
+            return await admin_nodes.call(jy, args)
         if args.admin_object == "keypair":
             issued = await jy.admin.create_keypair(args.email, policy=args.policy)
             print(f"access key: {issued.access_key}")

@@ -19,6 +19,7 @@ from jetyard.cli import (
     admin,
     completion,
     folders,
+    join,
     login,
     operator,
     registry,
@@ -49,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     operator.add_nats_parser(sub)
     admin.add_parser(sub)
     registry.add_parser(sub)
+    join.add_parser(sub)
     return root
 
 
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             return admin.run(args)
         if args.command == "registry":
             return registry.run(args)
+        if args.command == "join":
+            return join.run(args)
         return operator.run(args)
     except BrokenPipeError:  # `jetyard log | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,4 +1,5 @@
-"""The operator commands, on NATS: ``streams`` (declare every stream and bucket), ``log`` (the
+"""The operator commands, on NATS: ``streams`` (declare every stream and bucket),
+``bootstrap`` (the first superadmin of a ``jetyard serve`` installation), ``log`` (the
 audit replay), ``projections rebuild``, ``quarantine`` (list, release), ``nats`` (a development
 nats-server) and ``asyncapi`` (the document of every subject). They act on the running stack
 unless told otherwise (``jetyard.cli.operator_target``); ``log`` reads every subject's events,
@@ -22,10 +23,13 @@ from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
 from jetyard.cli.operator_target import nats_settings, projection_settings
+from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
 from jetyard.runtime.natsserver import NatsServer
 from schemas.subjects import AggregateType
+from services.gateway.app import secrets_key_of
+from services.gateway.settings import GatewaySettings
 
-COMMANDS = ("streams", "log", "projections", "quarantine", "nats", "asyncapi")
+COMMANDS = ("streams", "bootstrap", "log", "projections", "quarantine", "nats", "asyncapi")
 
 
 def _json_line(seq: int, body: dict[str, object]) -> str:
@@ -40,6 +44,29 @@ async def _streams(args: argparse.Namespace) -> int:
         print(f"streams ready on nats-server {server.major}.{server.minor}.{server.patch}")
     finally:
         await bus.close()
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    """The first superadmin of an installation run with ``jetyard serve`` (``jetyard up`` does
+    this itself): made once, with the gateway's secrets key, its credentials written to
+    ``<data dir>/admin.json`` (owner-only). Needs the tenancy service running."""
+    key = secrets_key_of(GatewaySettings())
+    where = Path(args.data_dir).expanduser()
+    where.mkdir(parents=True, exist_ok=True)
+
+    async def made() -> AdminCredentials | None:
+        bus = await connect(nats_settings(args), name="jetyard-bootstrap")
+        try:
+            return await bootstrap(bus, where, key)
+        finally:
+            await bus.close()
+
+    admin = asyncio.run(made())
+    if admin is None:
+        print(f"already done: the first superadmin is in {where / 'admin.json'}")
+    else:
+        print(f"superadmin {admin.email}: credentials in {where / 'admin.json'} (owner-only)")
     return 0
 
 
@@ -162,6 +189,14 @@ def _with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_stream_parsers(sub: Any) -> None:
     """``streams`` and ``log``."""
     _with_nats(sub.add_parser("streams", help="create or update every stream and bucket"))
+    made = sub.add_parser(
+        "bootstrap",
+        help="the first superadmin, for an installation run with `jetyard serve` "
+        "(JETYARD_GATEWAY_SECRETS_KEY and JETYARD_NATS_*; needs the tenancy service)",
+    )
+    made.add_argument("--data-dir", required=True, help="where admin.json is written")
+    made.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
+    made.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
     log = _with_nats(
         sub.add_parser("log", help="replay the event log as JSON lines with their seq (audit)")
     )
@@ -201,6 +236,8 @@ def add_nats_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.command == "asyncapi":
         return _asyncapi(args)
+    if args.command == "bootstrap":
+        return _bootstrap(args)
     if args.command == "nats":
         # Blocked so that sigwait() receives them instead of the default handlers.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

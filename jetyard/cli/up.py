@@ -39,6 +39,14 @@ def add_up_parser(sub: Any) -> None:
         help="NATS port, 0 for a free one (env JETYARD_NATS_PORT)",
     )
     command.add_argument(
+        "--listen",
+        type=listen_address,
+        default=os.environ.get("JETYARD_UP_LISTEN", "127.0.0.1"),
+        help="the address NATS and the gateway listen on, one other machines reach this one at "
+        "(they join with `jetyard join`; NATS still asks for its token); default 127.0.0.1 "
+        "(env JETYARD_UP_LISTEN)",
+    )
+    command.add_argument(
         "--agent-backend",
         choices=["auto", "docker", "simulated"],
         default=os.environ.get("JETYARD_AGENT_BACKEND", "auto"),
@@ -50,6 +58,16 @@ def add_up_parser(sub: Any) -> None:
         help="on Ctrl-C, end every running session first (by default their containers keep "
         "running, and the next `jetyard up` takes them up again)",
     )
+
+
+def listen_address(text: str) -> str:
+    """A concrete address: what is listened on is also what joining machines are told."""
+    if text in ("0.0.0.0", "::", "[::]", ""):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an address other machines can be told: give this machine's "
+            "address on their network (e.g. 10.0.0.5)"
+        )
+    return text
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -67,5 +85,6 @@ def run(args: argparse.Namespace) -> int:
         agent_backend=args.agent_backend,
         restart_delay_s=float(os.environ.get("JETYARD_UP_RESTART_DELAY_S", "1.0")),
         stop_sessions=args.stop_sessions,
+        listen=args.listen,
     )
     return up(options)

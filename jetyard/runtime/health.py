@@ -43,14 +43,14 @@ def nats_problem(server: NatsServer) -> str | None:
     if server.process.poll() is not None:
         return f"{ended(server.process.returncode)}; restarting"
     try:
-        with socket.create_connection(("127.0.0.1", server.port), 1.0):
+        with socket.create_connection((server.host, server.port), 1.0):
             return None
     except OSError as exc:
         return f"not answering on {server.url} ({exc})"
 
 
-def gateway_problem(port: int) -> str | None:
-    url = f"http://127.0.0.1:{port}/healthz"
+def gateway_problem(port: int, host: str = "127.0.0.1") -> str | None:
+    url = f"http://{host}:{port}/healthz"
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return None if response.status == 200 else f"{url} answers {response.status}"

@@ -27,6 +27,8 @@ from schemas.settings import NatsSettings
 log = logging.getLogger("jetyard.serve")
 
 SHUTDOWN_GRACE_S = 15.0
+STOPPED_FOR_GOOD = 3
+"""A service's exit status when a restart could change nothing (its node was removed)."""
 READY_FILE_ENV = "JETYARD_READY_FILE"
 
 
@@ -162,6 +164,13 @@ def serve(name: str) -> int:
     ready_file = Path(named) if named else None
     try:
         asyncio.run(_serve(name, ready_file))
+    except Exception as exc:
+        if not getattr(exc, "for_good", False):
+            raise
+        # Nothing a restart could change (a removed node): said once, and a status that
+        # tells a supervisor not to start it again.
+        log.error("%s stopped for good: %s", name, exc)
+        return STOPPED_FOR_GOOD
     finally:
         if ready_file is not None:
             ready_file.unlink(missing_ok=True)

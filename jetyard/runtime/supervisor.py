@@ -31,7 +31,7 @@ from jetyard.runtime.data_dir import (
 from jetyard.runtime.health import ended, gateway_problem, http_problem, nats_problem, with_log
 from jetyard.runtime.metrics_setup import MetricsSetup
 from jetyard.runtime.natsserver import NatsServer
-from jetyard.runtime.serve import READY_FILE_ENV
+from jetyard.runtime.serve import READY_FILE_ENV, STOPPED_FOR_GOOD
 from jetyard.runtime.storage_setup import StorageSetup
 from schemas.settings import NatsSettings
 
@@ -56,6 +56,8 @@ class UpOptions:
     restart_delay_s: float = 1.0
     stop_sessions: bool = False
     """End every running session (through the log) before stopping (``--stop-sessions``)."""
+    listen: str = "127.0.0.1"
+    """Where NATS and the gateway listen (``--listen``): another machine joins through it."""
     services: tuple[str, ...] = SERVICE_ORDER
     start_timeout_s: float = field(default_factory=_start_timeout_s)
 
@@ -66,6 +68,9 @@ def _die_with_parent() -> None:
     # `up` blocks SIGINT/SIGTERM to receive them with sigtimedwait; a child inherits the
     # mask, and a service that cannot receive SIGTERM cannot be stopped cleanly.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+FOR_GOOD = "stopped for good (its node was removed from the cluster); not restarted"
 
 
 @dataclass
@@ -80,6 +85,8 @@ class Stack:
     secrets_key: str = ""
     cluster_id: str = ""
     down: set[str] = field(default_factory=set)  # said to be down, not yet said to be back
+    for_good: set[str] = field(default_factory=set)
+    """Parts that exited ``STOPPED_FOR_GOOD`` (the agent of a removed node): not restarted."""
     said: dict[str, tuple[str, float]] = field(default_factory=dict)  # what `up` waits for
     bootstrapped: bool = False
     bootstrap_at: float = 0.0  # when to try the first superadmin again after a failure
@@ -107,10 +114,19 @@ class Stack:
             "JETYARD_PROJECTIONS_DATABASE_URL": os.environ.get(
                 "JETYARD_PROJECTIONS_DATABASE_URL", f"sqlite+aiosqlite:///{data / 'views.db'}"
             ),
+            "JETYARD_GATEWAY_HOST": self.options.listen,
             "JETYARD_GATEWAY_PORT": str(self.options.gateway_port),
+            # What POST /join hands a new machine: this server, where it listens.
+            "JETYARD_GATEWAY_JOIN_NATS_URL": os.environ.get(
+                "JETYARD_GATEWAY_JOIN_NATS_URL", self.server.url
+            ),
             "JETYARD_GATEWAY_SECRETS_KEY": self.secrets_key,
             READY_FILE_ENV: str(ready_file(data, name)),
         }
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://{self.options.listen}:{self.options.gateway_port}"
 
     def log_of(self, part: str) -> Path:
         if part == NATS:
@@ -132,7 +148,9 @@ class Stack:
         port, warning = kept_nats_port(data, self.options.nats_port)
         if warning is not None:
             print(f"WARNING: {warning}", flush=True)
-        self.server = NatsServer(data_dir=data / "nats", port=port, token=nats_token(data))
+        self.server = NatsServer(
+            data_dir=data / "nats", port=port, token=nats_token(data), host=self.options.listen
+        )
         self.server.start()
         self.secrets_key = secrets_key(data)
         self.storage, storage_note = StorageSetup.of(data)
@@ -157,7 +175,7 @@ class Stack:
             stacks.StackRecord(
                 data_dir=str(data.resolve()),
                 pid=os.getpid(),
-                gateway_url=f"http://127.0.0.1:{self.options.gateway_port}",
+                gateway_url=self.gateway_url,
                 nats_url=self.server.url,
                 views_url=self.env("projections")["JETYARD_PROJECTIONS_DATABASE_URL"],
             )
@@ -204,12 +222,14 @@ class Stack:
             assert self.server is not None
             return nats_problem(self.server)
         child = self.children[part]
+        if part in self.for_good:
+            return FOR_GOOD
         if child.poll() is not None:
             return f"{ended(child.returncode)}; restarting"
         if ready_pid(ready_file(self.options.data_dir, part)) != child.pid:
             return f"not ready yet (see {self.log_of(part)})"
         if part == "gateway":
-            return gateway_problem(self.options.gateway_port)
+            return gateway_problem(self.options.gateway_port, self.options.listen)
         if part == "storage":
             assert self.storage is not None
             return http_problem(f"{self.storage.url}/healthz")
@@ -227,7 +247,7 @@ class Stack:
         assert self.metrics is not None and self.storage is not None
         assert self.appproxy is not None
         listeners = {
-            "gateway": f"http://127.0.0.1:{self.options.gateway_port}",
+            "gateway": self.gateway_url,
             "storage": self.storage.url,
             "appproxy": self.appproxy.url,
         }
@@ -240,11 +260,18 @@ class Stack:
         """Restart what died: the ``nats-server`` at once (same store, config, port and
         token: the services reconnect by themselves), a service after a pause that doubles
         while it keeps dying at once (up to a minute). The stack keeps running and says what
-        is down and why; it never gives up on a part."""
+        is down and why; it never gives up on a part, but for one that says a restart could change
+        nothing (``STOPPED_FOR_GOOD``: the agent of a node removed from the cluster)."""
         self._supervise_nats()
         now = time.monotonic()
         for name, child in list(self.children.items()):
-            if child.poll() is None:
+            if child.poll() is None or name in self.for_good:
+                continue
+            if child.returncode == STOPPED_FOR_GOOD:
+                # Its node was removed from the cluster: starting it again would stop again.
+                self.for_good.add(name)
+                self.down.add(name)
+                print(with_log(f"{name} {FOR_GOOD}", self.log_of(name)), flush=True)
                 continue
             if name not in self.died_at:
                 quick = now - self.started_at[name] < QUICK_DEATH_S

@@ -1,6 +1,7 @@
 """``jetyard up``: the whole system on one machine, embedded defaults, one command.
 
-Starts a ``nats-server`` child (127.0.0.1, pidfile, parent-death signal; a token and a port
+Starts a ``nats-server`` child (127.0.0.1, or the ``--listen`` address; pidfile, parent-death
+signal; a token and a port
 made on the first start and kept in ``<data-dir>/nats.token`` and ``nats.port``) on
 ``<data-dir>/nats``, declares the streams, then runs every service as a child process
 (``jetyard serve <service>``) so Python uses every core. It says it is up only when every part
@@ -38,6 +39,7 @@ TICK_S = 0.5
 QUIET_START_S = 10.0  # a (re)start takes seconds: what `up` waits for is said after this...
 SAY_AGAIN_S = 15.0  # ...and again this often while it stays missing
 BOOTSTRAP_RETRY_S = 10.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def bootstrap_admin(stack: Stack, now: float) -> None:
@@ -103,26 +105,37 @@ def say_back(stack: Stack, missing: dict[str, str]) -> None:
 
 def say_up(stack: Stack) -> None:
     assert stack.server is not None
-    data, port = stack.options.data_dir, stack.options.gateway_port
+    data, gateway = stack.options.data_dir, stack.gateway_url
     print(f"Jetyard is up (data in {data})")
-    print(f"  console   http://127.0.0.1:{port}/console/")
-    print(f"  GraphQL   http://127.0.0.1:{port}/graphql")
-    print(f"  health    http://127.0.0.1:{port}/healthz")
+    print(f"  console   {gateway}/console/")
+    print(f"  GraphQL   {gateway}/graphql")
+    print(f"  health    {gateway}/healthz")
     if stack.storage is not None and "storage" in stack.options.services:
         print(f"  storage   {stack.storage.url} (folders under {stack.storage.volume_root})")
     if stack.appproxy is not None and "appproxy" in stack.options.services:
         print(f"  apps      {stack.appproxy.url}/apps/<session>/<app>/ (startApp)")
     print(f"  NATS      {stack.server.url} (token in {data / 'nats.token'})")
-    print(f"  metrics   http://127.0.0.1:{port}/metrics and every service's /metrics, listed")
+    print(f"  metrics   {gateway}/metrics and every service's /metrics, listed")
     print(f"            in {data / 'prometheus-targets.json'} (docs/metrics.md)")
     print(f"  logs      {data / 'logs'}")
     for note in stack.port_notes:
         print(f"  note      {note}")
+    say_join(stack)
     if stack.options.stop_sessions:
         print("Ctrl-C stops Jetyard and ends every running session (--stop-sessions).", flush=True)
     else:
         print("Ctrl-C stops Jetyard; sessions' containers keep running (--stop-sessions: end them)",
               flush=True)  # fmt: skip
+
+
+def say_join(stack: Stack) -> None:
+    """How another machine becomes a node: only when this one listens beyond loopback."""
+    if stack.options.listen in LOOPBACK:
+        print("  nodes     this machine only (`jetyard up --listen <address>` lets others join)")
+        return
+    print("  nodes     another machine joins with a token (shown once) from")
+    print(f"              jetyard admin node token create --endpoint {stack.gateway_url}")
+    print(f"            then, there: jetyard join {stack.gateway_url} --token <token>")
 
 
 def up(options: UpOptions) -> int:

@@ -1,9 +1,11 @@
 """The gateway's HTTP app: GraphQL (queries, mutations, graphql-transport-ws subscriptions) at
 ``/graphql``, the probes ``/livez`` (alive), ``/readyz`` (caught up with the log) and
 ``/healthz`` (ready, with positions and quarantined events; ``core.probes``),
-``/asyncapi.json`` (the AsyncAPI document of every command, outcome and event subject, built
-from the code at start), the usage reports as CSV at ``/usage.csv`` (``usage.download``), and
-the web console at ``/console/`` (``services.gateway.console``: static pages, public);
+``POST /join`` (a new machine's join token exchanged for its agent's settings,
+``admin_api.join_desk``), ``/asyncapi.json`` (the AsyncAPI document of every command,
+outcome and event subject, built from the code at start), the usage reports as CSV at
+``/usage.csv`` (``usage.download``), and the web console at ``/console/``
+(``services.gateway.console``: static pages, public);
 ``/metrics`` for Prometheus (``services.gateway.metrics``, docs/metrics.md). A subscriber that
 leaves while it is sent to is one INFO line, not strawberry's ERROR traceback.
 
@@ -34,6 +36,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
 
 from commands.asyncapi import build_document
 from events.store import EventStore
+from services.gateway.admin_api.join_desk import JoinDesk, JoinSettings
 from services.gateway.auth.authenticate import AuthError
 from services.gateway.auth.ratelimit import Limiter, LocalLimiter
 from services.gateway.console.routes import console_routes
@@ -169,6 +172,8 @@ def build_app(services: Services) -> Starlette:
             Route("/readyz", ready, methods=["GET"]),
             Route("/healthz", healthz),
             Route("/metrics", metrics, methods=["GET"]),
+            # A new machine's join: the token is its credential (admin_api.join_desk).
+            Route("/join", JoinDesk(services, limiter, JoinSettings()).answer, methods=["POST"]),
             Route("/asyncapi.json", Authenticated(asyncapi, services, limiter), methods=["GET"]),
             # Usage reports as CSV, with the same auth as /graphql (docs/usage.md).
             Route(

@@ -132,6 +132,7 @@ class PlanActions:
             cpuset=self.capacity.cpus_of(allocation.numa_node),
             mounts=host_mounts(allocation.mounts, self.settings.volumes),
             sandbox=allocation.sandbox,
+            cluster=allocation.cluster,
         )
 
     async def start(self, item: tuple[str, Allocation]) -> Fact | None:

@@ -46,6 +46,7 @@ from services.node.ledger import Ledger
 from services.node.logs import LogArchive
 from services.node.output import OutputPublisher
 from services.node.output_positions import PositionFiles
+from services.node.overlay import underlay_address
 from services.node.plan import plan
 from services.node.record import (
     AgentRecord,
@@ -55,6 +56,14 @@ from services.node.service_ports import watch_service_ports
 from services.node.settings import AgentSettings
 
 log = logging.getLogger(__name__)
+
+
+class NodeRemovedError(RuntimeError):
+    """The node was removed from the cluster for good: its agent must not register or act."""
+
+    for_good = True
+    """``jetyard serve`` exits with ``STOPPED_FOR_GOOD`` for it, and ``jetyard up`` does not
+    start the agent again."""
 
 
 def utc_now() -> datetime:
@@ -174,6 +183,7 @@ class NodeAgent:
         )
         await self.record.load()
         await self._fold.catch_up()
+        self._check_not_removed()
         self._answered_loss = self.ledger.lost_seq  # this registration answers any loss so far
         await self._fence()
         epoch = await self._register()
@@ -201,6 +211,7 @@ class NodeAgent:
             resource_group=self.settings.resource_group,
             volumes=tuple(self.settings.volumes),  # names only: where they are stays here
             terminal_url=self.terminal_url,
+            address=self.settings.address or underlay_address(self._bus.settings.url),
         )
         log.info(
             "agent %s (%s, %s backend) registered with epoch %d, capacity %s",
@@ -211,6 +222,17 @@ class NodeAgent:
             self.capacity.slots,
         )
         return epoch
+
+    def _check_not_removed(self) -> None:
+        node = self.ledger.node
+        if node is None or not node.removed:
+            return
+        said = (
+            f"node {self.node_id} was removed from the cluster; not registering "
+            "(join with a new data directory to come back as a new node)"
+        )
+        log.error("%s", said)
+        raise NodeRemovedError(said)
 
     async def _fence(self) -> None:
         """End every running container whose allocation was released (while this agent was
@@ -241,6 +263,7 @@ class NodeAgent:
     async def reconcile(self) -> None:
         """One level-triggered pass."""
         ledger = self.ledger
+        self._check_not_removed()
         if ledger.latest_epoch > self.record.epoch:
             raise AgentSupersededError(
                 f"agent {self.node_id}: epoch {ledger.latest_epoch} registered after this "
@@ -278,7 +301,7 @@ class NodeAgent:
             try:
                 await self.reconcile()
                 failures = 0
-            except AgentSupersededError:
+            except (AgentSupersededError, NodeRemovedError):
                 raise
             except Exception as exc:
                 if cancelling():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol
 
+from schemas.cluster_network import ClusterNetwork
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
 from schemas.sandbox import SAFE_SANDBOX, Sandbox
@@ -96,6 +97,8 @@ class KernelSpec:
     """Its session's folders, resolved to this machine's directories (``services.node.mounts``)."""
     sandbox: Sandbox = SAFE_SANDBOX
     """What its container may do (its allocation's: its resource group's settings)."""
+    cluster: ClusterNetwork | None = None
+    """Its session's overlay network, when the session spans nodes (``services.node.overlay``)."""
 
 
 @dataclass(frozen=True, slots=True)

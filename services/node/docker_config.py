@@ -1,6 +1,7 @@
 """The Docker container configuration for one kernel, as a pure function of its ``KernelSpec``:
 limits, labels, exactly its GPUs, its host name (and, for a cluster session's kernel, its
-session's network, where that name resolves), its CPU pinning, its folders (bind mounts,
+session's network, where that name resolves; for a session on several nodes, its address there
+and every peer's name in its ``/etc/hosts``), its CPU pinning, its folders (bind mounts,
 read-only where the mount says so), its sandbox (capabilities, no-new-privileges, a process
 limit: its resource group's ``Sandbox``), and (for GPU shares on a machine running CUDA MPS) the
 MPS client settings. Reads and writes no subjects.
@@ -18,7 +19,7 @@ from typing import Any
 from schemas.resources import GPU_QUANTUM
 from schemas.sandbox import Sandbox
 from services.node.backend import KernelSpec, labels_for
-from services.node.networks import endpoint_config, kernel_network
+from services.node.networks import endpoint_config, extra_hosts, kernel_network
 from services.node.topology import format_cpulist
 
 NANO_CPUS_PER_MILLI = 1_000_000
@@ -160,7 +161,12 @@ def container_config(
     if network is not None:
         # Only its session's network: not the default bridge, where other sessions' kernels are.
         host["NetworkMode"] = network
-        config["NetworkingConfig"] = endpoint_config(network, spec.hostname)
+        address = ""
+        cluster = spec.cluster
+        if cluster is not None:
+            address = cluster.peer(spec.hostname).address
+            host["ExtraHosts"] = extra_hosts(cluster)
+        config["NetworkingConfig"] = endpoint_config(network, spec.hostname, address)
     if spec.command:
         config["Cmd"] = list(spec.command)
     return config

@@ -182,6 +182,7 @@ class AgentRecord:
         numa: Iterable[NumaNode] = (),
         volumes: Iterable[str] = (),
         terminal_url: str = "",
+        address: str = "",
     ) -> int:
         """Register with epoch 1, or the previous epoch + 1 after a restart; returns it."""
 
@@ -193,7 +194,7 @@ class AgentRecord:
                         self.ref.id, epoch=1, hostname=hostname, backend=backend,
                         capacity=capacity, devices=devices, numa=numa, images=images,
                         resource_group=resource_group, volumes=volumes, now=now,
-                        terminal_url=terminal_url,
+                        terminal_url=terminal_url, address=address,
                     )
                 )  # fmt: skip
             else:
@@ -202,7 +203,7 @@ class AgentRecord:
                     epoch=known.epoch + 1, hostname=hostname, backend=backend,
                     capacity=capacity, devices=devices, numa=numa, images=images,
                     resource_group=resource_group, volumes=volumes, now=now,
-                    terminal_url=terminal_url,
+                    terminal_url=terminal_url, address=address,
                 )  # fmt: skip
             changes.unit(_cause(), agent)
             return agent.epoch

@@ -119,6 +119,14 @@ class AgentSettings(BaseSettings, MetricsListener):
             "(docs/gpus.md); unset: shares are a scheduling promise only"
         ),
     )
+    address: str = Field(
+        default="",
+        pattern=r"^$|^(\d{1,3}\.){3}\d{1,3}$",
+        description="this machine's IPv4 address on the network between nodes (one of its "
+        "own interfaces', not a NAT's), where the other nodes of a multi-node cluster session "
+        "send its VXLAN packets (UDP 4789); unset: the source address of this machine's route "
+        "to the first NATS server",
+    )
     terminal_host: str = Field(
         default="127.0.0.1",
         description="where the kernels' terminal endpoint listens (Docker backend only); "

@@ -148,6 +148,8 @@ class SchedulerCollector:
         )
         tally: Tally[tuple[str, str]] = Tally()
         for node_id, node in sorted(self._state.nodes.items()):
+            if node.removed:
+                continue  # out of the cluster for good, as it is out of the `nodes` view
             tally[(node_state(node), node.resource_group)] += 1
             labels = [node_id, node.hostname, node.resource_group]
             for family, slots in ((capacity, node.capacity), (allocated, node.allocated)):
@@ -166,6 +168,8 @@ class SchedulerCollector:
             labels=["node", "hostname", "index", "uuid", "model"],
         )
         for node_id, node in sorted(self._state.nodes.items()):
+            if node.removed:
+                continue
             use = node.device_use()
             for device in node.devices:
                 whole, shared = use.get(device.index, (False, 0))

@@ -1,5 +1,5 @@
 """Node commands (``cmd.node.cordon``, ``cmd.node.drain``, ``cmd.node.uncordon``,
-``cmd.node.purge_image``) decided on
+``cmd.node.purge_image``, ``cmd.node.remove``) decided on
 the folded state: each is one guarded write to ``ev.node.<id>`` through the unit of work. A
 drain's deadline is kept on the ledger; a pass stops what still runs when it comes."""
 
@@ -9,14 +9,15 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, PurgeImage, RemoveNode, UncordonNode
+from commands.node.rules import NodeBusyError
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import HandlerContext
 from commands.unit_of_work import UnitOfWork, answer
 from services.scheduler.state import SchedulerState
 from services.scheduler.workspace import Workspace
 
-NodeCommand = CordonNode | DrainNode | UncordonNode | PurgeImage
+NodeCommand = CordonNode | DrainNode | UncordonNode | PurgeImage | RemoveNode
 
 
 @dataclass
@@ -38,6 +39,9 @@ class NodeCommands:
     async def purge_image(self, cmd: PurgeImage, ctx: HandlerContext) -> Decision:
         return await self._decide(cmd, ctx)
 
+    async def remove_node(self, cmd: RemoveNode, ctx: HandlerContext) -> Decision:
+        return await self._decide(cmd, ctx)
+
     async def _decide(self, cmd: NodeCommand, ctx: HandlerContext) -> Decision:
         now = ctx.now()
 
@@ -46,6 +50,17 @@ class NodeCommands:
             if node is None:
                 return Rejected(Code.NOT_FOUND, f"there is no node {cmd.node_id}")
             name = node.hostname or node.id
+            if isinstance(cmd, RemoveNode):
+                try:
+                    changed = node.remove(cmd.reason, now)
+                except NodeBusyError as exc:
+                    return Rejected(Code.CONFLICT, str(exc))
+                if not changed:
+                    return Accepted((node.id,), (), f"node {name} was removed already")
+                space.unit(cmd.cause(), node)
+                return Accepted((node.id,), (), f"node {name} removed from the cluster")
+            if node.removed:
+                return Rejected(Code.INVALID, f"node {name} was removed from the cluster")
             if isinstance(cmd, CordonNode):
                 changed, done = node.cordon(cmd.reason, now), "cordoned"
             elif isinstance(cmd, UncordonNode):

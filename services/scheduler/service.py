@@ -24,7 +24,13 @@ from datetime import datetime
 
 from commands.directory import TENANCY_TYPES
 from commands.messages import CreateSession, TerminateSession
-from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
+from commands.node.messages import (
+    CordonNode,
+    DrainNode,
+    PurgeImage,
+    RemoveNode,
+    UncordonNode,
+)
 from commands.runner import CommandRunner, utc_now
 from events.bus import Bus
 from events.cancelling import cancelling
@@ -108,6 +114,7 @@ class Scheduler:
                 DrainNode: self.node_commands.drain_node,
                 UncordonNode: self.node_commands.uncordon_node,
                 PurgeImage: self.node_commands.purge_image,
+                RemoveNode: self.node_commands.remove_node,
             },
             durable=nodes_durable(settings.durable),
             aggregate_type=AggregateType.NODE,
@@ -193,11 +200,13 @@ class Scheduler:
     # ---- node loss -----------------------------------------------------------------------
 
     def _live_nodes(self) -> list[str]:
-        return [node_id for node_id, node in self.state.nodes.items() if not node.lost]
+        return [
+            node_id for node_id, node in self.state.nodes.items() if not (node.lost or node.removed)
+        ]
 
     def _heartbeat_gone(self, agent_id: str) -> None:
         node = self.state.nodes.get(agent_id)
-        if node is None or node.lost:
+        if node is None or node.lost or node.removed:  # a removed node's agent has stopped
             return
         self.state.gone[agent_id] = None
         self._wake.set()

@@ -9,6 +9,7 @@ from commands.admin import corrections as c
 from commands.messages import Command
 from services.tenancy import corrections, people
 from services.tenancy import domains as org
+from services.tenancy import join_tokens as join
 from services.tenancy import registries as reg
 from services.tenancy import resources as res
 from services.tenancy.common import Decide
@@ -49,6 +50,9 @@ DECIDERS: Mapping[type[Command], Decide] = {
     a.AddRegistry: reg.add_registry,
     a.ModifyRegistry: reg.modify_registry,
     a.RemoveRegistry: reg.remove_registry,
+    a.CreateJoinToken: join.create_join_token,
+    a.RevokeJoinToken: join.revoke_join_token,
+    a.JoinNode: join.join_node,
     c.SkipQuarantinedEvent: corrections.skip_quarantined_event,
     c.VoidAggregate: corrections.void_aggregate,
 }

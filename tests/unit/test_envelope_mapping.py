@@ -14,6 +14,7 @@ from commands.agent import Agent
 from commands.aggregate import Aggregate
 from commands.correction import Correction
 from commands.folders.aggregate import VFolder
+from commands.join_token import JoinToken
 from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.registry import Registry
@@ -222,7 +223,7 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
     aggregates = (
         Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
-        ResourceGroup, Image, Registry, Correction, VFolder, Activity,
+        ResourceGroup, Image, Registry, JoinToken, Correction, VFolder, Activity,
     )  # fmt: skip
     mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 

@@ -220,3 +220,21 @@ def test_stop_requested_twice_or_for_an_unknown_kernel_changes_nothing() -> None
     assert then(node) == []
     # A retried allocation decision for a stopping kernel is still the same allocation.
     assert not node.allocate("k1", "s1", HALF_GPU, NOW)
+
+
+def test_only_an_empty_node_is_removed_and_then_never_allocated_on() -> None:
+    from commands.node.rules import NodeBusyError
+    from events.domain.node import NodeRemoved
+
+    busy = given(Node, NID, REGISTERED, ALLOCATED)
+    with pytest.raises(NodeBusyError, match="still holds 1 kernel"):
+        busy.remove("retired", NOW)
+    assert then(busy) == []
+
+    node = given(Node, NID, REGISTERED, ALLOCATED, ResourcesReleased(kernel_id="k1", reason="x"))
+    assert node.remove("retired", NOW)
+    assert not node.remove("retired", NOW)
+    assert then(node) == [NodeRemoved(reason="retired")]
+    assert node.removed and not node.schedulable
+    with pytest.raises(NodeUnavailableError, match="removed"):
+        node.allocate("k2", "s2", HALF_GPU, NOW)

@@ -1,6 +1,6 @@
 """Node operations for the cluster's administrators: ``cordonNode``, ``drainNode``,
-``uncordonNode``, ``purgeImage`` (commands on ``cmd.node.*``, decided by the scheduler, the
-ledger's writer).
+``uncordonNode``, ``purgeImage``, ``removeNode`` (commands on ``cmd.node.*``, decided by the
+scheduler, the ledger's writer).
 The node's state and reason then show in ``nodes``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import strawberry
 from strawberry.types import Info
 
 from commands.authorisation import Principal, can_administer_cluster
-from commands.node.messages import CordonNode, DrainNode, PurgeImage, UncordonNode
+from commands.node.messages import CordonNode, DrainNode, PurgeImage, RemoveNode, UncordonNode
 from services.gateway.admin_api.send import build, run
 from services.gateway.admin_api.tenancy_types import AdminOutcome
 from services.gateway.context import Context, ctx_of, forbidden, who
@@ -23,7 +23,8 @@ def _superadmin(info: Ctx) -> Principal:
     me = who(info)
     if not can_administer_cluster(me):
         raise forbidden(
-            info, "only cluster administrators cordon, drain, uncordon or purge nodes' images"
+            info,
+            "only cluster administrators cordon, drain, uncordon, remove or purge nodes' images",
         )
     return me
 
@@ -59,6 +60,16 @@ class NodeMutation:
         self, info: Ctx, id: strawberry.ID, reason: str = "uncordoned by an operator"
     ) -> AdminOutcome:
         cmd = build(UncordonNode, _superadmin(info), node_id=str(id), reason=reason)
+        return await run(ctx_of(info), cmd, str(id))
+
+    @strawberry.mutation(
+        description="Take the node out of the cluster for good (refused while it holds "
+        "kernels: drain it first). It leaves `nodes`; its agent stops, and it cannot join again."
+    )
+    async def remove_node(
+        self, info: Ctx, id: strawberry.ID, reason: str = "removed by an operator"
+    ) -> AdminOutcome:
+        cmd = build(RemoveNode, _superadmin(info), node_id=str(id), reason=reason)
         return await run(ctx_of(info), cmd, str(id))
 
     @strawberry.mutation(

@@ -54,6 +54,7 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
             devices=decoded.devices,
             numa=decoded.numa,
             volumes=frozenset(decoded.volumes),
+            address=decoded.address,
         )
         state.agents_to_check[agent_id] = None
     elif isinstance(decoded, AgentImagesChanged):

@@ -63,6 +63,8 @@ class AgentInfo:
     numa: tuple[NumaNode, ...] = ()
     volumes: frozenset[str] = frozenset()
     """The storage volumes mounted there: placement's match for sessions' folders."""
+    address: str = ""
+    """Its underlay address: where a multi-node session's other nodes send its VXLAN packets."""
 
 
 @dataclass(frozen=True, slots=True)

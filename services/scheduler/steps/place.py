@@ -3,7 +3,8 @@
 One resource group's admitted sessions go through the group's placer
 (``placement``, pure), and each decision becomes working-copy changes —
 device-level allocations on the node ledgers (each carrying the session's mounts and its
-group's sandbox) and the session's ``SessionScheduled``, or a pending reason.
+group's sandbox, and for a cluster session on several nodes its overlay network:
+``rules.cluster_network``) and the session's ``SessionScheduled``, or a pending reason.
 
 Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
 ``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
@@ -28,11 +29,13 @@ from placement import (
     SessionRequest,
 )
 from placement.reasons import while_waiting
+from schemas.cluster_network import MASTER_PORT, ClusterNetwork, local_rank
 from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import Sandbox
 from schemas.session import SessionSpec
 from schemas.tenancy import QueuePolicy
+from services.scheduler.rules.cluster_network import cluster_network, free_slot, slot_of
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.state.model import AgentInfo, KeptOffer
 from services.scheduler.steps.common import cause_of
@@ -73,7 +76,7 @@ def place_group(
             if session.note_pending_reason(while_waiting(decision.reason), now):
                 space.unit(cause_of(tracked), session)
             continue
-        nodes = _allocate(session, decision, space, now, policy.sandbox, sources[session.id])
+        nodes = _allocate(state, session, decision, space, now, policy.sandbox, sources[session.id])
         if nodes is None:
             left.append(session.id)
             continue
@@ -91,6 +94,7 @@ def source_for(state: SchedulerState, session: Session, group: str) -> ImageSour
 
 
 def _allocate(
+    state: SchedulerState,
     session: Session,
     decision: Placed,
     space: Workspace,
@@ -109,13 +113,19 @@ def _allocate(
             log.error("placement of %s names unknown node %s; left waiting", session.id, node_id)
             return None
         trial[node_id] = node
+    cluster: ClusterNetwork | None = None
+    if len(trial) > 1:
+        cluster = _overlay(state, space, session, decision)
+        if cluster is None:
+            log.error("no overlay slot is free for %s; left waiting", session.id)
+            return None
     try:
         if len(spec.kernels) > 1:
             scratch = {n: working_copy(node) for n, node in trial.items()}
-            _apply(session, spec, decision, scratch, now, sandbox, source)
+            _apply(session, spec, decision, scratch, now, sandbox, source, cluster)
         ledgers = {node_id: space.node(node_id) for node_id in trial}
         chosen = {node_id: node for node_id, node in ledgers.items() if node is not None}
-        _apply(session, spec, decision, chosen, now, sandbox, source)
+        _apply(session, spec, decision, chosen, now, sandbox, source, cluster)
     except DomainError as exc:
         log.error("placement of %s refused by the ledger (%s); left waiting", session.id, exc)
         return None
@@ -130,20 +140,45 @@ def _apply(
     now: datetime,
     sandbox: Sandbox,
     source: ImageSource | None,
+    cluster: ClusterNetwork | None,
 ) -> None:
     hosts = cluster_hosts(len(spec.kernels))
+    nodes = [decision.kernels[kernel_id].node_id for kernel_id in session.kernel_ids]
     for index, (kernel_id, kernel) in enumerate(zip(session.kernel_ids, spec.kernels, strict=True)):
         placed: KernelPlacement = decision.kernels[kernel_id]
         env = dict(spec.env)
         if len(spec.kernels) > 1:
-            env.update(cluster_env(hosts, index))
+            env.update(cluster_env(hosts, index, local_rank(nodes, index)))
         ledgers[placed.node_id].allocate(
             kernel_id, session.id, kernel.resources, now,
             image=spec.image, command=spec.command, env=env,
             devices=placed.devices, numa_node=placed.numa_node,
             hostname=hosts[index] if len(spec.kernels) > 1 else "",
             mounts=session.mounts, sandbox=sandbox, source=source,
+            cluster=cluster,
         )  # fmt: skip
+
+
+def _overlay(
+    state: SchedulerState, space: Workspace, session: Session, decision: Placed
+) -> ClusterNetwork | None:
+    """The overlay of a session placed on several nodes, in the lowest slot that no kernel on
+    any ledger (this pass's working copies included) holds; None when all are held."""
+    used: set[int] = set()
+    for node_id in [*state.nodes, *space.new_nodes]:
+        node = space.peek_node(node_id)
+        if node is not None:
+            used.update(slot_of(a.cluster) for a in node.allocations.values() if a.cluster)
+    slot = free_slot(used)
+    if slot is None:
+        return None
+    hosts = cluster_hosts(len(session.kernel_ids))
+    kernels = []
+    for hostname, kernel_id in zip(hosts, session.kernel_ids, strict=True):
+        node_id = decision.kernels[kernel_id].node_id
+        agent = state.agents.get(node_id)
+        kernels.append((hostname, node_id, agent.address if agent is not None else ""))
+    return cluster_network(slot, kernels)
 
 
 def cluster_hosts(size: int) -> list[str]:
@@ -151,13 +186,22 @@ def cluster_hosts(size: int) -> list[str]:
     return ["main1", *(f"sub{i}" for i in range(1, size))]
 
 
-def cluster_env(hosts: list[str], index: int) -> dict[str, str]:
+def cluster_env(hosts: list[str], index: int, local_rank: int = 0) -> dict[str, str]:
+    """A cluster kernel's variables: Jetyard's, and those torch.distributed's ``env://`` and
+    launchers read. Ranks follow the host names: main1 is 0, sub1 is 1…; ``LOCAL_RANK`` is the
+    kernel's place among its session's kernels on its own node."""
     return {
         "JETYARD_CLUSTER_ROLE": "main" if index == 0 else "sub",
         "JETYARD_CLUSTER_INDEX": str(index),
+        "JETYARD_CLUSTER_RANK": str(index),
         "JETYARD_CLUSTER_HOST": hosts[index],
         "JETYARD_CLUSTER_HOSTS": ",".join(hosts),
         "JETYARD_CLUSTER_SIZE": str(len(hosts)),
+        "MASTER_ADDR": hosts[0],
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": str(len(hosts)),
+        "RANK": str(index),
+        "LOCAL_RANK": str(local_rank),
     }
 
 

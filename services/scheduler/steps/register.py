@@ -1,5 +1,6 @@
 """Node ledgers inside a decision pass: an agent's first registration opens its ledger (same
-id), a later one with other hardware changes the ledger's capacity and devices.
+id), a later one with other hardware changes the ledger's capacity and devices. The agent of a
+removed node is ignored (its ledger says ``NodeRemoved``; the agent stops when it reads it).
 
 Writes (through the pass's workspace) ``ev.node.<id>`` (``NodeRegistered``,
 ``NodeCapacityChanged``).
@@ -32,6 +33,8 @@ def register_node(state: SchedulerState, agent_id: str, space: Workspace, now: d
         tenant=source.tenant,
     )
     node = space.node(agent_id)
+    if node is not None and node.removed:
+        return  # removed for good: its agent stops when it sees that; nothing is recorded
     if node is None:
         node = space.add(
             Node.register(

@@ -32,7 +32,7 @@ def test_every_tenancy_command_has_a_decider() -> None:
         and issubclass(value, Command)
         and value.__module__.startswith(f"{a.__name__}.")
     }
-    assert len(registered) == 37
+    assert len(registered) == 40
     assert set(DECIDERS) == registered == defined
 
 
