@@ -23,11 +23,8 @@ from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
 from jetyard.cli.operator_target import nats_settings, projection_settings
-from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
 from jetyard.runtime.natsserver import NatsServer
 from schemas.subjects import AggregateType
-from services.gateway.app import secrets_key_of
-from services.gateway.settings import GatewaySettings
 
 COMMANDS = ("streams", "bootstrap", "log", "projections", "quarantine", "nats", "asyncapi")
 
@@ -51,6 +48,12 @@ def _bootstrap(args: argparse.Namespace) -> int:
     """The first superadmin of an installation run with ``jetyard serve`` (``jetyard up`` does
     this itself): made once, with the gateway's secrets key, its credentials written to
     ``<data dir>/admin.json`` (owner-only). Needs the tenancy service running."""
+    # Imported here: the gateway's modules are heavy, and every `jetyard` process (a service
+    # under `jetyard serve` too) imports this module.
+    from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
+    from services.gateway.app import secrets_key_of
+    from services.gateway.settings import GatewaySettings
+
     key = secrets_key_of(GatewaySettings())
     where = Path(args.data_dir).expanduser()
     where.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from commands.messages import CreateSession
 from commands.outcome import Outcome
 from events.bus import connect, ensure_streams
 from events.store import EventStore
-from events.writes import UnavailableError
+from events.writes import OutcomeUnknownError, UnavailableError
 from schemas.ids import session_id_for
 from schemas.subjects import EVENTS_STREAM
 from schemas.tenancy import KeypairPolicyLimits
@@ -108,9 +108,11 @@ async def failover_burst(agent_count: int, sessions: int, timeout: float) -> Fai
                             return
                         except (
                             nats.errors.Error, nats.js.errors.Error, TimeoutError,
-                            UnavailableError,
+                            UnavailableError, OutcomeUnknownError,
                         ):  # fmt: skip
-                            refused += 1  # no leader, or no answer: the same id again
+                            # No leader (not stored), or no answer in time (perhaps stored):
+                            # the same id again either way, as the error says.
+                            refused += 1
                             await asyncio.sleep(0.3)
 
                 third = sessions // 3
