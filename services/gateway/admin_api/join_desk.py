@@ -14,7 +14,6 @@ variables, which ``jetyard up`` gives every service)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from datetime import datetime
@@ -34,9 +33,10 @@ from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.ids import check_token, new_id
 from schemas.principal import SYSTEM_TENANT, Actor
-from schemas.subjects import AggregateType, event_subject
+from schemas.subjects import AggregateType
 from services.gateway.auth.ratelimit import Limiter
 from services.gateway.context import Services
+from services.gateway.core.outcomes import directory_reaches
 from services.gateway.edge import record_access
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 GATEWAY = Actor.service("gateway")
 MAX_BODY = 4096
 OPERATION = "POST /join"
-SETTLE_S = 0.02
 
 
 class JoinSettings(BaseSettings):
@@ -138,14 +137,12 @@ class JoinDesk:
         return JSONResponse(answer, headers={"cache-control": "no-store"})
 
     async def _token(self, token_id: str, seq: int) -> JoinToken | None:
-        """The token as the gateway's directory folds it, once that holds the join (bounded:
-        the join is stored either way)."""
+        """The token as the gateway's directory folds it. Its group never changes, so one the
+        directory holds already is the answer; one made a moment ago on another gateway is
+        waited for (bounded: the join is stored either way)."""
         directory = self.services.directory
-        for _ in range(int(self.services.settings.read_your_writes_s / SETTLE_S) + 1):
-            guard = directory.guards.get(event_subject(AggregateType.JOIN_TOKEN, token_id), 0)
-            if directory.position >= seq or guard >= seq:
-                break
-            await asyncio.sleep(SETTLE_S)
+        if token_id not in directory.join_tokens:
+            await directory_reaches(directory, seq, self.services.settings.read_your_writes_s)
         return directory.join_tokens.get(token_id)
 
     async def _refused(self, refused: JoinRefused, source: str) -> JSONResponse:

@@ -10,6 +10,7 @@ import asyncio
 import strawberry
 from graphql import GraphQLError
 
+from commands.directory import Directory
 from commands.outcome import Outcome
 from services.gateway.context import Context
 from services.gateway.core.types import CommandOutcome, OutcomeStatus
@@ -48,9 +49,14 @@ async def directory_holds(ctx: Context, outcome: Outcome | None) -> None:
     so the caller's next query sees what its mutation did."""
     if outcome is None or not outcome.accepted or not outcome.event_seqs:
         return
-    seq, directory = max(outcome.event_seqs), ctx.directory
+    await directory_reaches(ctx.directory, max(outcome.event_seqs), ctx.settings.read_your_writes_s)
+
+
+async def directory_reaches(directory: Directory, seq: int, within_s: float) -> None:
+    """Wait (at most ``within_s``) until the gateway's directory has folded log position
+    ``seq``."""
     # The directory has no wake-up to wait on; a short poll of an in-memory fold is cheap.
-    for _ in range(int(ctx.settings.read_your_writes_s / SETTLE_STEP_S)):
+    for _ in range(int(within_s / SETTLE_STEP_S)):
         # Own writes applied from the ack leave the position behind but set the guard.
         if directory.position >= seq or max(directory.guards.values(), default=0) >= seq:
             return
