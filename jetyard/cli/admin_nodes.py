@@ -59,15 +59,13 @@ def add_parsers(what: Any) -> None:
 
 async def call(jy: AsyncClient, args: argparse.Namespace) -> int:
     if args.admin_verb == "ls":
-        found: list[dict[str, Any]] = (await jy.graphql(f"{{ nodes {{ {NODE_FIELDS} }} }}"))[
-            "nodes"
-        ]
+        nodes = await _listed(jy, "nodes", NODE_FIELDS)
         if args.json:
-            ui.json_lines(found)
+            ui.json_lines(nodes)
             return 0
         ui.table(
             ("ID", "HOST", "GROUP", "STATE"),
-            ((n["id"], n["hostname"], n["resourceGroup"], n["state"]) for n in found),
+            ((n["id"], n["hostname"], n["resourceGroup"], n["state"]) for n in nodes),
         )
         return 0
     if args.admin_verb == "drain":
@@ -113,9 +111,7 @@ async def call(jy: AsyncClient, args: argparse.Namespace) -> int:
         )
         print(data["revokeJoinToken"]["message"])
         return 0
-    tokens: list[dict[str, Any]] = (await jy.graphql(f"{{ joinTokens {{ {TOKEN_FIELDS} }} }}"))[
-        "joinTokens"
-    ]
+    tokens = await _listed(jy, "joinTokens", TOKEN_FIELDS)
     if args.json:
         ui.json_lines(tokens)
         return 0
@@ -127,6 +123,12 @@ async def call(jy: AsyncClient, args: argparse.Namespace) -> int:
         ),
     )
     return 0
+
+
+async def _listed(jy: AsyncClient, query: str, fields: str) -> list[dict[str, Any]]:
+    """A list query's rows."""
+    rows: list[dict[str, Any]] = (await jy.graphql(f"{{ {query} {{ {fields} }} }}"))[query]
+    return rows
 
 
 def _state(token: dict[str, Any]) -> str:
