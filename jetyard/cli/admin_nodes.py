@@ -15,6 +15,7 @@ from typing import Any
 from jetyard.cli import common as ui
 from jetyard.sdk.async_client import AsyncClient
 
+GRAPHQL_INT_MAX = 2**31 - 1
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 NODE_FIELDS = "id hostname resourceGroup state"
 TOKEN_FIELDS = "id resourceGroup note createdAt expiresAt expired revoked nodes"
@@ -25,7 +26,10 @@ def duration_s(text: str) -> int:
     found = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text)
     if found is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30m, 1h or 7d")
-    return int(found.group(1)) * UNITS[found.group(2) or "s"]
+    seconds = int(found.group(1)) * UNITS[found.group(2) or "s"]
+    if seconds > GRAPHQL_INT_MAX:  # the API's Int; the rules' own bounds are said by the API
+        raise argparse.ArgumentTypeError(f"{text!r} is longer than the API takes")
+    return seconds
 
 
 def add_parsers(what: Any) -> None:
