@@ -29,6 +29,10 @@ from schemas.vfolder import MAX_MOUNTS, MountRequest
 class SessionType(StrEnum):
     INTERACTIVE = "interactive"
     BATCH = "batch"
+    INFERENCE = "inference"
+    """One replica of a model-serving endpoint: asked for by the serving controller only,
+    never idle-reclaimed; its server's port (``service_port``) is reported as the app
+    ``inference``."""
 
 
 class SessionStatus(StrEnum):
@@ -174,6 +178,10 @@ class SessionSpec(BaseModel):
     mounts: tuple[MountRequest, ...] = ()
     """Virtual folders to mount, as asked (by name or id). The scheduler resolves them when it
     creates the session (``SessionRequested.mounts``); the caller's dot-folders are added."""
+    service_port: int | None = Field(default=None, ge=1, le=65535)
+    """Inference sessions only (and required there): the container port its model server
+    listens on. The agent reports it as the app ``inference`` (not waited for: a model may
+    take long to load; the serving controller's probes say when it answers)."""
 
     @field_validator("mounts")
     @classmethod
@@ -216,6 +224,10 @@ class SessionSpec(BaseModel):
             raise ValueError(
                 "requeue_on_node_loss applies to batch sessions only, not to "
                 f"{self.type.value} ones"
+            )
+        if (self.service_port is None) is (self.type is SessionType.INFERENCE):
+            raise ValueError(
+                "service_port is required for inference sessions and applies to them only"
             )
         return self
 

@@ -37,6 +37,9 @@ RATELIMITS_BUCKET = "jy-ratelimits"  # request-rate token buckets shared by gate
 
 REGISTRY_CREDENTIALS_SUBJECT = "jy.registry.credentials"
 """Agents ask here for a registry's credentials (request/reply; answered sealed to the asker)."""
+SERVING_LOAD_PREFIX = "jy.serving.load"
+"""``jy.serving.load.<proxy id>``: each app proxy replica's request counts per endpoint and
+replica, every second (core NATS, not kept): what the serving controller's rules read."""
 RESCAN_PROGRESS_PREFIX = "jy.progress.rescan"
 """``jy.progress.rescan.<registry id>``: a rescan's progress as it goes (core NATS, not kept)."""
 
@@ -66,6 +69,9 @@ class AggregateType(StrEnum):
     """A container registry images are pulled from (its secret is never on the log)."""
     JOIN_TOKEN = "join_token"
     """A token a new machine joins the cluster with (only its secret's digest is on the log)."""
+    ENDPOINT = "endpoint"
+    """A model-serving endpoint: revisions, replicas, scaling and rollout decisions, tokens
+    (only their secrets' digests)."""
     CORRECTION = "correction"
     """An operator's correction of a held (quarantined) aggregate: skip one event, or void it."""
     ACTIVITY = "activity"

@@ -176,6 +176,7 @@ class Node(Aggregate):
         sandbox: Sandbox = SAFE_SANDBOX,
         source: ImageSource | None = None,
         cluster: ClusterNetwork | None = None,
+        service_port: int | None = None,
     ) -> bool:
         """Set ``slots`` aside for a kernel, on exactly ``devices``, and say what it runs
         (with which folders mounted, in which sandbox). The same allocation again changes
@@ -194,6 +195,7 @@ class Node(Aggregate):
             sandbox=sandbox,
             source=source,
             cluster=cluster,
+            service_port=service_port,
         )
         if held is not None and held.model_copy(update={"stopping": False}) == wanted:
             return False
@@ -232,6 +234,7 @@ class Node(Aggregate):
             sandbox=sandbox,
             source=source,
             cluster=cluster,
+            service_port=service_port,
         )
 
     def request_stop(self, kernel_id: str, reason: str, now: datetime) -> bool:

@@ -63,6 +63,7 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             sandbox=self.sandbox,
             source=self.source,
             cluster=self.cluster,
+            service_port=self.service_port,
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)

@@ -56,4 +56,6 @@ class Allocation(BaseModel):
     """Where its image is pulled from (None: the node must hold it)."""
     cluster: ClusterNetwork | None = None
     """Its session's overlay network, for a session on more than one node."""
+    service_port: int | None = None
+    """An inference session's server port: the agent reports it as the app ``inference``."""
     stopping: bool = False

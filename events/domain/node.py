@@ -69,6 +69,9 @@ class ResourcesAllocated(Event):
     """The session's overlay network, for a cluster session whose kernels are on more than one
     node: the same for all its kernels (``schemas.cluster_network``). None: a single kernel, or
     a cluster session on one node (its kernels share that node's session bridge)."""
+    service_port: int | None = None
+    """An inference session's model server port (``SessionSpec.service_port``): the agent
+    reports it as the app ``inference`` once the kernel runs. None for other sessions."""
 
 
 @event("KernelStopRequested", NODE)

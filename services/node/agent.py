@@ -143,6 +143,10 @@ class NodeAgent:
         """The fold of its ledger and its own record (its lag is a metric)."""
         return self._fold
 
+    def _inference_port(self, kernel_id: str) -> int | None:
+        held = self.ledger.allocations.get(kernel_id)
+        return None if held is None else held.service_port
+
     async def run(self, stop: asyncio.Event) -> None:
         """Start, then work until ``stop`` is set (or this incarnation is superseded)."""
         loops: list[asyncio.Task[object]] = []
@@ -156,7 +160,11 @@ class NodeAgent:
                 asyncio.create_task(self._backend.watch(self._dirty.set)),
                 asyncio.create_task(heartbeat.run(lambda: self.record.epoch, self._tick)),
                 asyncio.create_task(self._resync()),
-                asyncio.create_task(watch_service_ports(self._backend, self.record, self.settings)),
+                asyncio.create_task(
+                    watch_service_ports(
+                        self._backend, self.record, self.settings, self._inference_port
+                    )
+                ),
                 *map(asyncio.create_task, self.activity.loops(self._clock)),
             ]
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_COMPLETED)

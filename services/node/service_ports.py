@@ -9,6 +9,10 @@ is made again by the next incarnation. A kernel whose image declares no apps wri
 (remembered in memory, not on the log). ``http`` and ``tcp`` apps are probed with a TCP connect
 from the agent to the container's address (the agent runs on the host, which reaches the
 containers' networks); ``pty`` and ``preopen`` ones open on demand and are reported unprobed.
+
+An inference session's kernel also serves the app ``inference`` on the port its allocation
+names (``service_port``), whatever its image declares: reported unprobed (a model may load for
+minutes; the serving controller's health probes say when it answers).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from schemas.service_ports import (
+    PortProtocol,
     PortState,
     ReportedPort,
     ServicePort,
     ServicePortError,
     service_ports_of,
 )
+from schemas.serving import INFERENCE_APP
 from services.node.record import AgentRecord, PortsFound
 from services.node.settings import AgentSettings
 
@@ -82,8 +88,10 @@ class ServicePortWatch:
         open_within_s: float,
         retry_s: float = RETRY_S,
         interval_s: float = LOOK_INTERVAL_S,
+        inference_port: Callable[[str], int | None] = lambda kernel_id: None,
     ) -> None:
         self._backend = backend
+        self._inference_port = inference_port
         self._record = record
         self._clock = clock
         self.open_within_s = open_within_s
@@ -132,6 +140,10 @@ class ServicePortWatch:
             # registered serves no apps rather than stop its kernel.
             log.warning("kernel %s: its image's service ports are unusable: %s", kernel_id, exc)
             apps = ()
+        port = self._inference_port(kernel_id)
+        if port is not None:
+            served = ServicePort(name=INFERENCE_APP, protocol=PortProtocol.PREOPEN, ports=(port,))
+            apps = (*(a for a in apps if a.name != INFERENCE_APP and port not in a.ports), served)
         if not apps:
             self._no_apps.add(kernel_id)
             return
@@ -164,12 +176,19 @@ class ServicePortWatch:
 
 
 async def watch_service_ports(
-    backend: object, record: AgentRecord, settings: AgentSettings
+    backend: object,
+    record: AgentRecord,
+    settings: AgentSettings,
+    inference_port: Callable[[str], int | None] = lambda kernel_id: None,
 ) -> None:
     """The agent's loop for service ports (until cancelled); idle with a backend that has no
-    labels to read."""
+    labels to read. ``inference_port``: the port an inference kernel serves on, from its
+    allocation."""
     if not isinstance(backend, PortsBackend):
         await asyncio.Event().wait()
         return
-    watch = ServicePortWatch(backend, record, open_within_s=settings.service_ports_wait_s)
+    watch = ServicePortWatch(
+        backend, record, open_within_s=settings.service_ports_wait_s,
+        inference_port=inference_port,
+    )  # fmt: skip
     await watch.run()

@@ -32,7 +32,7 @@ from events.writes import AggregateRef
 from schemas.bounds import DEFAULT_LIMITS, BoundsError, InputLimits
 from schemas.ids import session_id_for
 from schemas.principal import Actor, ActorKind
-from schemas.session import SessionStatus, check_request
+from schemas.session import SessionStatus, SessionType, check_request
 from schemas.subjects import AggregateType
 from schemas.tenancy import ScopeKind
 from services.scheduler.rules.create import (
@@ -200,6 +200,12 @@ class SessionCommands:
         """The answer to a create that writes nothing, or None when it may be written."""
         if cmd.owner is None:
             return Rejected(Code.INVALID, "a session needs an owner")
+        if cmd.spec.type is SessionType.INFERENCE and cmd.actor.kind is not ActorKind.SERVICE:
+            return Rejected(
+                Code.INVALID,
+                "inference sessions are started by model-serving endpoints: create an "
+                "endpoint (jetyard endpoint create) instead",
+            )
         if ref.id in self.state.sessions:
             # The same command again (after its outcome expired): the same session.
             return Accepted((ref.id,), (), f"session {ref.id} already exists")

@@ -24,9 +24,9 @@ from events.envelope import StoredEvent
 from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.ids import new_id, session_id_for
-from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.principal import SYSTEM_TENANT, Actor, ActorKind
 from schemas.resources import ResourceSlots
-from schemas.session import KernelSpec, SessionSpec, SessionStatus
+from schemas.session import KernelSpec, SessionSpec, SessionStatus, SessionType
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
     DefaultForUnspecified,
@@ -253,6 +253,33 @@ async def test_a_session_without_an_owner_is_refused(
     assert (outcome.accepted, outcome.code, outcome.message) == (
         False, "invalid", "a session needs an owner",
     )  # fmt: skip
+
+
+async def test_only_a_service_starts_an_inference_session(
+    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+) -> None:
+    # Inference sessions are an endpoint's replicas: a person asking for one (even sent
+    # straight to the command stream) is told to make an endpoint; the serving controller's
+    # create is taken.
+    await start_scheduler()
+    tenancy = await make_tenancy(store)
+    spec = SessionSpec(
+        image=image, type=SessionType.INFERENCE, service_port=8000,
+        kernels=(KernelSpec(resources=ONE_GPU),),
+    )  # fmt: skip
+    by_person = CreateSession(
+        actor=Actor(kind=ActorKind.KEYPAIR, id=tenancy.access_key), tenant=SYSTEM_TENANT,
+        spec=spec, owner=tenancy.owner,
+    )  # fmt: skip
+    by_controller = CreateSession(
+        actor=Actor.service("serving"), tenant=SYSTEM_TENANT, spec=spec, owner=tenancy.owner
+    )
+    refused, taken = await create_all(bus, [by_person, by_controller])
+    assert (refused.accepted, refused.code) == (False, "invalid")
+    assert "create an endpoint" in refused.message
+    assert taken.accepted, taken
+    session = (await load(store, Session, session_id_for(by_controller.command_id))).aggregate
+    assert session is not None and session.spec.service_port == 8000
 
 
 # ---- replay -------------------------------------------------------------------------------

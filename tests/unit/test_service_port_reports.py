@@ -147,6 +147,40 @@ async def test_an_image_without_apps_writes_nothing_and_is_not_probed_again() ->
     assert [name for name, _ in written(store)] == ["AgentRegistered", "KernelStarted"]
 
 
+async def test_an_inference_kernel_serves_its_allocated_port_whatever_its_image_says() -> None:
+    # Its image declares nothing (or an app on the same port, which the served port replaces):
+    # the port its allocation names is reported as the app ``inference``, unprobed (a model
+    # may load for minutes: the serving controller's probes say when it answers).
+    record, store = await a_record("k-1", "k-2")
+    labels = {BACKENDAI_LABEL: "web:http:8000,ssh:tcp:2200"}
+    ports = {"k-1": 8000, "k-2": None}
+    watch = ServicePortWatch(
+        FakePorts(labels, {8000: 0, 2200: 0}), record, open_within_s=0.2, retry_s=0.02,
+        inference_port=ports.get,
+    )  # fmt: skip
+    task = asyncio.create_task(watch.run())
+    try:
+        await until_reported(record, "k-1")
+        await until_reported(record, "k-2")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    events = [
+        KernelServicePortsReported.model_validate(p)
+        for name, p in written(store)
+        if name == "KernelServicePortsReported"
+    ]
+    apps = {
+        e.kernel_id: [(p.name, p.protocol, p.address, p.state) for p in e.ports] for e in events
+    }
+    assert apps["k-1"] == [
+        ("ssh", TCP, "10.0.0.9:2200", OPEN),
+        ("inference", PortProtocol.PREOPEN, "10.0.0.9:8000", NOT_PROBED),
+    ]
+    assert [name for name, *_ in apps["k-2"]] == ["web", "ssh"]
+
+
 async def test_a_kernel_that_ended_while_awaited_writes_nothing() -> None:
     record, store = await a_record("k-1")
     await record.report([PortsFound("k-9", (JUPYTER,))], NOW)  # never ran here

@@ -155,7 +155,7 @@ def _apply(
             devices=placed.devices, numa_node=placed.numa_node,
             hostname=hosts[index] if len(spec.kernels) > 1 else "",
             mounts=session.mounts, sandbox=sandbox, source=source,
-            cluster=cluster,
+            cluster=cluster, service_port=spec.service_port,
         )  # fmt: skip
 
 
