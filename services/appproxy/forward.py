@@ -1,5 +1,5 @@
-"""Plain HTTP through the proxy (path mode), as a bare ASGI handler: the route, who may pass
-(``access.py``), then the request written to the app over ``upstream.py`` and its answer passed
+"""Plain HTTP to a session's app through the proxy, as a bare ASGI handler: the route, who may
+pass (``access.py``), then the request relayed to the app (``relay.py``) and its answer passed
 back — whole when it says it is small, streamed otherwise. WebSockets, the redirect to the
 trailing slash and ``/healthz`` stay with ``http.py``'s Starlette app.
 
@@ -24,22 +24,16 @@ from starlette.types import Receive, Scope, Send
 
 from schemas import terminal_tokens
 from schemas.app_tokens import COOKIE
-from services.appproxy import access, bodies, headers
+from services.appproxy import access, headers
 from services.appproxy.grants import GrantsUnavailable
 from services.appproxy.metrics import proxy_metrics
-from services.appproxy.pool import Pool
+from services.appproxy.relay import Relay, address_key, plain, request_head
 from services.appproxy.routes import Route
 from services.appproxy.service import AppProxyService
-from services.appproxy.upstream import Exchange, Head, UpstreamError
+from services.appproxy.upstream import Exchange, UpstreamError
 
 log = logging.getLogger(__name__)
 
-FRAMING = frozenset({b"content-length"})
-"""Left out of ``headers.to_app``'s: the head says how the body is framed itself."""
-WHOLE_BODY_BYTES = 64 * 1024
-"""An answer that says it is no longer is read whole and sent in one piece; longer or unsized
-ones are streamed."""
-NO_BODY = frozenset({204, 304})
 APPS = "/apps/"
 
 
@@ -80,12 +74,12 @@ Resolved = tuple[Route, Mount] | tuple[int, str]
 
 
 class Forwarder:
-    """One per listener: the route table and settings of the service, the pool of app
-    connections, port mode's range."""
+    """One per listener: the route table and settings of the service, the listener's relay
+    (its pool of upstream connections), port mode's range."""
 
-    def __init__(self, service: AppProxyService) -> None:
+    def __init__(self, service: AppProxyService, relay: Relay) -> None:
         self.service = service
-        self.pool = Pool(connect_timeout_s=service.settings.connect_timeout_s)
+        self.relay = relay
         settings = service.settings
         self.ports = settings.app_port_range()
         self._key = settings.token_key.get_secret_value().encode()
@@ -187,13 +181,13 @@ class Forwarder:
         self, scope: Scope, receive: Receive, send: Send, route: Route, mount: Mount,
         query: str | None,
     ) -> None:  # fmt: skip
-        host, _, port = route.upstream.rpartition(":")
-        key = (host.strip("[]"), int(port))
         head_only = scope["method"] == "HEAD"
-        request, body = _request(scope, route, mount, query)
+        request, body = request_head(scope, route.upstream, mount.prefix, query)
         exchange: Exchange | None = None
         try:
-            exchange = await self._exchange(key, request, body, receive, head_only)
+            exchange = await self.relay.exchange(
+                address_key(route.upstream), request, body, receive, head_only
+            )
             head = await exchange.head()
         except UpstreamError as exc:
             if exchange is not None:
@@ -202,82 +196,11 @@ class Forwarder:
             await plain(send, 502, f"the app {route.app} does not answer")
             return
         try:
-            await self._answer(exchange, head, send, receive, head_only)
-        finally:
-            self.pool.release(exchange)
-
-    async def _exchange(
-        self, key: tuple[str, int], request: bytes, body: str | None, receive: Receive,
-        head_only: bool,
-    ) -> Exchange:  # fmt: skip
-        """The request written on a kept connection, or a fresh one if the kept one turns
-        out closed before answering (only a request without a body is sent twice)."""
-        kept = self.pool.kept(key) if body is None else None
-        if kept is not None:
-            kept.begin(head_only=head_only)
-            try:
-                kept.send(request)
-                await kept.head()
-                return kept
-            except UpstreamError:
-                if kept.received:
-                    raise
-                kept.abort()
-        exchange = await self.pool.connect(key)
-        exchange.begin(head_only=head_only)
-        exchange.send(request)
-        if body is not None:
-            await bodies.send_body(exchange, receive, chunked=body == "chunked")
-        return exchange
-
-    async def _answer(
-        self, exchange: Exchange, head: Head, send: Send, receive: Receive, head_only: bool
-    ) -> None:
-        answer = headers.to_client(head.headers)
-        small = head_only or head.status in NO_BODY or (
-            head.length is not None and head.length <= WHOLE_BODY_BYTES
-        )  # fmt: skip
-        if small:
-            try:
-                body = await exchange.read_all()
-            except UpstreamError as exc:
-                log.info("appproxy: the app broke off: %s", exc)
+            if not await self.relay.answer(exchange, head, send, receive, head_only):
+                log.info("appproxy: %s/%s broke off", route.session_id, route.app)
                 await plain(send, 502, "the app broke off")
-                return
-            start = {"type": "http.response.start", "status": head.status, "headers": answer}
-            await send(start)
-            await send({"type": "http.response.body", "body": body})
-            return
-        await send({"type": "http.response.start", "status": head.status, "headers": answer})
-        await bodies.stream(exchange, send, receive)
-
-
-def _request(
-    scope: Scope, route: Route, mount: Mount, query: str | None
-) -> tuple[bytes, str | None]:
-    """The request head for the app, and how its body is framed (None: no body)."""
-    length: bytes | None = None
-    chunked = False
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            length = value
-        elif name == b"transfer-encoding":
-            chunked = chunked or b"chunked" in value.lower()
-    target = headers.target(scope, mount.prefix, query)
-    lines = [b"%b %b HTTP/1.1\r\nhost: %b\r\n" % (scope["method"].encode(), target,
-                                                 route.upstream.encode())]  # fmt: skip
-    lines += [b"%b: %b\r\n" % header for header in headers.to_app(scope, mount.prefix, FRAMING)]
-    body: str | None = None
-    if chunked:
-        lines.append(b"transfer-encoding: chunked\r\n")
-        body = "chunked"
-    elif length is not None and length != b"0":
-        lines.append(b"content-length: %b\r\n" % length)
-        body = "length"
-    elif length is not None:
-        lines.append(b"content-length: 0\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines), body
+        finally:
+            self.relay.pool.release(exchange)
 
 
 def _cookie(scope: Scope, wanted: str) -> str | None:
@@ -289,16 +212,6 @@ def _cookie(scope: Scope, wanted: str) -> str | None:
                 if cookie == wanted:
                     return text
     return None
-
-
-async def plain(send: Send, status: int, text: str) -> None:
-    body = text.encode() + b"\n"
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode())],
-    })  # fmt: skip
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _redirect(send: Send, status: int, location: bytes, *more: tuple[bytes, bytes]) -> None:

@@ -1,6 +1,8 @@
 """The app proxy's listener (path mode): ``/apps/<session id>/<app>/<path>`` forwards HTTP and
 WebSocket traffic to the app's reported address, with ``/apps/<session id>/<app>`` stripped
-(``X-Forwarded-Prefix`` says it; what else of a request reaches the app: ``headers.py``).
+(``X-Forwarded-Prefix`` says it; what else of a request reaches the app: ``headers.py``), and
+``/e/<endpoint name>/<path>`` plain HTTP to a model-serving endpoint's replicas
+(``endpoints/forward.py``).
 Routes come from ``service.AppProxyService``'s fold, the rules of who may pass from
 ``access.py``. Every running session's ``terminal`` goes to its main kernel's agent with a
 fresh terminal token. No writes; no subjects of its own.
@@ -38,8 +40,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from httpserver.server import bound_socket
 from schemas import terminal_tokens
 from services.appproxy import access, headers
+from services.appproxy.endpoints.forward import EndpointForwarder, endpoint_name
 from services.appproxy.forward import Forwarder, Mount, Resolved, app_path
-from services.appproxy.metrics import WS_ACCEPTED, ProxyMetrics
+from services.appproxy.metrics import WS_ACCEPTED, EndpointMetrics, ProxyMetrics
+from services.appproxy.pool import Pool
+from services.appproxy.relay import Relay
 from services.appproxy.routes import Route as AppRoute
 from services.appproxy.service import AppProxyService
 
@@ -190,7 +195,9 @@ async def _deny(websocket: WebSocket, response: Response, counted: ProxyMetrics)
 
 async def healthz(request: Request) -> JSONResponse:
     service: AppProxyService = request.app.state.service
-    return JSONResponse({"status": "ok", "routes": len(service.table.routes())})
+    table = service.table
+    return JSONResponse({"status": "ok", "routes": len(table.routes()),
+                         "endpoints": len(table.endpoints.by_id)})  # fmt: skip
 
 
 APP = "/apps/{session}/{app}"
@@ -210,18 +217,24 @@ ROUTES = [
 
 
 class ProxyApp:
-    """The listener's ASGI app: plain HTTP to an app goes straight to ``forward.Forwarder``
-    (the hot path, no framework in between); everything else to the Starlette app."""
+    """The listener's ASGI app: plain HTTP to an app goes straight to ``forward.Forwarder``,
+    to an endpoint to ``endpoints.forward.EndpointForwarder`` (the hot paths, no framework in
+    between, one pool of upstream connections); everything else to the Starlette app."""
 
     def __init__(self, service: AppProxyService) -> None:
-        self.forwarder = Forwarder(service)
+        relay = Relay(Pool(connect_timeout_s=service.settings.connect_timeout_s))
+        self.forwarder = Forwarder(service, relay)
+        self.endpoints = EndpointForwarder(
+            service, relay, self.forwarder.counted,
+            EndpointMetrics(self.forwarder.metrics, service),
+        )  # fmt: skip
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             try:
                 yield
             finally:
-                self.forwarder.pool.close()
+                relay.pool.close()
 
         self.starlette = Starlette(routes=ROUTES, lifespan=lifespan)
         self.starlette.state.service = service
@@ -242,6 +255,10 @@ class ProxyApp:
             target = app_path(scope["path"])
             if target is not None:
                 await self.forwarder(scope, receive, send, self.forwarder.at_path(*target))
+                return
+            name = endpoint_name(scope["path"])
+            if name is not None:
+                await self.endpoints(scope, receive, send, name)
                 return
         await self.starlette(scope, receive, send)
 

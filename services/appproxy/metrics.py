@@ -1,16 +1,18 @@
 """The app proxy's Prometheus metrics (docs/metrics.md), served at ``/metrics`` on its
 listener: requests by kind (HTTP, WebSocket) and status class, bytes and WebSocket messages
-each way, open WebSockets and routes, its route fold's lag. No subjects.
+each way, open WebSockets and routes, its route fold's lag; and per model-serving endpoint,
+requests by status class, their latency, requests in flight and replicas serving. No subjects.
 
 The proxy's hot path only calls ``inc()`` on counters made at start (no label lookup, no
-label per session or app: a label per session would grow without bound).
+label per session or app: a label per session would grow without bound). Endpoints are few and
+named by people: their series are labelled by name, each made at its first request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from starlette.types import Message, Receive, Send
 
@@ -94,6 +96,65 @@ class ProxyState:
         sockets = GaugeMetricFamily("jetyard_proxy_open_websockets", "WebSockets open now")
         sockets.add_metric([], self._service.connections.count())
         yield from (routes, sockets)
+
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                   120.0)  # fmt: skip
+"""Model answers take from milliseconds (embeddings) to minutes (long completions)."""
+
+
+class EndpointMetrics:
+    """Per endpoint (``endpoints/forward.py`` calls ``answered`` once per answered request
+    to a known endpoint), and what ``EndpointState`` reads when scraped."""
+
+    def __init__(self, metrics: Metrics, service: AppProxyService) -> None:
+        self._requests = Counter(
+            "jetyard_endpoint_requests",
+            "Requests to a model-serving endpoint by status class (the replicas' own statuses "
+            "and the proxy's 401/410/502/503)",
+            ["endpoint", "code"],
+            registry=metrics.registry,
+        )
+        self._seconds = Histogram(
+            "jetyard_endpoint_request_duration_seconds",
+            "From a request's arrival at the proxy to its answer's last byte, time held "
+            "waiting for a replica included",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=metrics.registry,
+        )
+        metrics.add(EndpointState(service))
+
+    def answered(self, endpoint: str, status: int, seconds: float) -> None:
+        self._requests.labels(endpoint, f"{min(max(status // 100, 1), 5)}xx").inc()
+        self._seconds.labels(endpoint).observe(seconds)
+
+
+class EndpointState:
+    """Per endpoint now: requests in flight at this proxy, replicas serving."""
+
+    def __init__(self, service: AppProxyService) -> None:
+        self._service = service
+
+    def collect(self) -> Iterable[Metric]:
+        inflight = GaugeMetricFamily(
+            "jetyard_endpoint_inflight",
+            "Requests to the endpoint in flight at this proxy now (held ones included)",
+            labels=["endpoint"],
+        )
+        serving = GaugeMetricFamily(
+            "jetyard_endpoint_replicas_serving",
+            "The endpoint's replicas in the rotation (running, healthy, taking traffic)",
+            labels=["endpoint"],
+        )
+        loads = self._service.balancer.endpoints
+        for endpoint in self._service.table.endpoints.by_id.values():
+            if endpoint.destroyed:
+                continue
+            load = loads.get(endpoint.id)
+            inflight.add_metric([endpoint.name], load.total.inflight if load else 0)
+            serving.add_metric([endpoint.name], len(endpoint.serving()))
+        yield from (inflight, serving)
 
 
 def proxy_metrics(service: AppProxyService) -> tuple[Metrics, ProxyMetrics]:

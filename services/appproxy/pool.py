@@ -9,10 +9,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from services.appproxy.upstream import Exchange, UpstreamError
+from services.appproxy.upstream import ConnectFailed, Exchange
 
 MAX_IDLE_PER_APP = 32
-IDLE_S = 30.0
+IDLE_S = 4.0
 """A kept connection unused this long is closed rather than reused (apps time them out too)."""
 OPENING_PER_APP = 8
 OPENING_HOLD_S = 0.02
@@ -62,7 +62,7 @@ class Pool:
                     self._opened(key)
                     raise
         except (OSError, TimeoutError) as exc:
-            raise UpstreamError(f"cannot connect to the app: {exc!r}") from None
+            raise ConnectFailed(f"cannot connect to the app: {exc!r}") from None
         exchange.opening = lambda: self._opened(key)
         loop.call_later(OPENING_HOLD_S, exchange.opened)
         return exchange

@@ -1,10 +1,15 @@
-"""The app proxy's route table: a pure fold of ``ev.session.*`` and ``ev.agent.*``.
+"""The app proxy's route table: a pure fold of ``ev.session.*``, ``ev.agent.*`` and
+``ev.endpoint.*``.
 
 A session's apps come from its kernels' ``KernelServicePortsReported``; an ``open`` ``http``
 app of a RUNNING session is a route (its main kernel's app when several kernels report one
 name). ``SessionTerminating`` and every terminal status end the session: its routes go and it
 is remembered as ended (the proxy answers 410 there, 404 where it never knew a route). A
 requeued session forgets its old kernels' apps until the new ones report.
+
+Endpoints are folded by ``endpoints.table.EndpointTable`` (``RouteTable.endpoints``); a
+replica is reached at its session's ``inference`` app (``address``), which is never a route of
+its own: it is reported ``preopen``, and only an endpoint's URL leads there.
 """
 
 from __future__ import annotations
@@ -26,22 +31,21 @@ from events.domain.session import (
 from events.envelope import StoredEvent
 from events.fold import FoldedState
 from schemas.service_ports import PortProtocol, PortState, ReportedPort
-from schemas.subjects import AggregateType, events_of
+from schemas.subjects import AggregateType, events_of, parse_event_subject
 from schemas.terminal_tokens import TERMINAL
+from services.appproxy.endpoints.table import NAMES as ENDPOINT_NAMES
+from services.appproxy.endpoints.table import EndpointTable
 
-SUBJECTS = [events_of(AggregateType.SESSION), events_of(AggregateType.AGENT)]
+SUBJECTS = [
+    events_of(AggregateType.SESSION), events_of(AggregateType.AGENT),
+    events_of(AggregateType.ENDPOINT),
+]  # fmt: skip
 ENDING = (SessionTerminating, SessionTerminated, SessionCancelled, SessionFailed)
 NAMES = {
     c.event_name
-    for c in (
-        SessionRequested,
-        SessionStarted,
-        SessionRequeued,
-        KernelServicePortsReported,
-        AgentRegistered,
-        KernelStarted,
-    )
-} | {c.event_name for c in ENDING}
+    for c in (SessionRequested, SessionStarted, SessionRequeued, KernelServicePortsReported,
+              AgentRegistered, KernelStarted, *ENDING)
+} | ENDPOINT_NAMES  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +114,16 @@ class RouteTable(FoldedState):
         self._at_slot: dict[int, tuple[str, str]] = {}
         self._free_slots: list[int] = []
         self._apps_with_slots: dict[str, list[str]] = {}
+        self.endpoints = EndpointTable()
 
     def evolve(self, event: StoredEvent) -> None:
         if event.name not in NAMES:
             return
         message = CATALOGUE.decode(event.envelope)
         sid = event.envelope.aggregate_id
-        if isinstance(message, AgentRegistered):
+        if event.envelope.aggregate_type is AggregateType.ENDPOINT:
+            self.endpoints.evolve(message, sid)
+        elif isinstance(message, AgentRegistered):
             self.terminals[sid] = message.terminal_url
         elif isinstance(message, KernelStarted):
             if message.session_id not in self.ended:
@@ -163,6 +170,24 @@ class RouteTable(FoldedState):
             del self._at_slot[slot]
             heapq.heappush(self._free_slots, slot)
 
+    def forget(self, subject: str) -> None:
+        kind, aggregate_id = parse_event_subject(subject)
+        if kind is AggregateType.ENDPOINT:
+            self.endpoints.forget(aggregate_id)
+
+    def address(self, session_id: str, app: str) -> str | None:
+        """Where a running session's kernels reported ``app``, whatever its protocol and
+        state (an inference replica's is ``preopen``, not probed: the serving controller's
+        probes say when it answers), the main kernel's first."""
+        session = self.sessions.get(session_id)
+        if session is None or not session.running:
+            return None
+        for kernel_id in self._kernel_order(session):
+            for port in session.ports.get(kernel_id, ()):
+                if port.name == app:
+                    return port.address
+        return None
+
     def at_slot(self, slot: int) -> tuple[str, str] | None:
         """``(session, app)`` holding the slot, if any."""
         return self._at_slot.get(slot)
@@ -174,8 +199,7 @@ class RouteTable(FoldedState):
             return None
         if app == TERMINAL:
             return self._terminal(session_id, session)
-        order = [*session.kernel_ids, *(k for k in session.ports if k not in session.kernel_ids)]
-        for kernel_id in order:
+        for kernel_id in self._kernel_order(session):
             for port in session.ports.get(kernel_id, ()):
                 if port.name == app and _served(port):
                     return Route(
@@ -183,6 +207,11 @@ class RouteTable(FoldedState):
                         session.owner, session.domain, port.public,
                     )  # fmt: skip
         return None
+
+    @staticmethod
+    def _kernel_order(session: _Session) -> list[str]:
+        kernels = session.kernel_ids
+        return [*kernels, *(k for k in session.ports if k not in kernels)]
 
     def _terminal(self, session_id: str, session: _Session) -> Route | None:
         main = session.kernel_ids[0] if session.kernel_ids else None

@@ -33,6 +33,11 @@ class UpstreamError(Exception):
     """The app could not be reached, broke off, or answered what is not HTTP."""
 
 
+class ConnectFailed(UpstreamError):
+    """A fresh connection could not be opened (refused, unreachable, timed out): nothing was
+    sent on it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Head:
     status: int
