@@ -16,9 +16,11 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from schemas.bounds import CEILINGS, InputLimits
 from schemas.ids import derived_id
 from schemas.resources import ResourceSlots
-from schemas.vfolder import mount_path_problem
+from schemas.session import KernelSpec, SessionSpec, SessionType, check_request
+from schemas.vfolder import MountRequest, mount_path_problem
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$"
 """3-63 lowercase letters, digits and '-' (not first or last): an endpoint's name is part of
@@ -31,6 +33,8 @@ INFERENCE_APP = "inference"
 """The app name an inference replica's port is reported under (``KernelServicePortsReported``)."""
 TOKEN_PREFIX = "jyep"
 DEFAULT_MODEL_MOUNT = "/models"
+MODEL_PATH_VARIABLES = ("BACKEND_MODEL_PATH", "JETYARD_MODEL_PATH")
+"""Set in every replica to the model folder's mount path (Backend.AI's name, and ours)."""
 RESERVED_PORTS = frozenset({2000, 2001})
 """Ports Backend.AI's images keep for their REPL: a replica may not serve on them."""
 
@@ -180,6 +184,29 @@ class Revision(BaseModel):
         if self.command is None:
             return None
         return tuple(part.replace("{model_path}", self.model_mount) for part in self.command)
+
+    def replica_spec(self, name: str | None = None) -> SessionSpec:
+        """The inference session every replica of this revision is: one kernel of its
+        resources, its start command, the model folder mounted read-only at ``model_mount``
+        (named in ``MODEL_PATH_VARIABLES``), its port served as the app ``inference``."""
+        mounts: tuple[MountRequest, ...] = ()
+        if self.model_folder is not None:
+            mounts = (
+                MountRequest(folder=self.model_folder, path=self.model_mount, read_only=True),
+            )
+        return SessionSpec(
+            image=self.image, type=SessionType.INFERENCE,
+            kernels=(KernelSpec(resources=self.resources),), command=self.start_command(),
+            env={**self.env, **dict.fromkeys(MODEL_PATH_VARIABLES, self.model_mount)},
+            name=name, resource_group=self.resource_group, mounts=mounts,
+            service_port=self.port,
+        )  # fmt: skip
+
+
+def check_revision(spec: Revision, limits: InputLimits = CEILINGS) -> None:
+    """``BoundsError`` naming the limit unless the revision's replicas are sessions the
+    scheduler takes (``check_request``: resources, command words, environment)."""
+    check_request(spec.replica_spec(), limits)
 
 
 class Scaling(BaseModel):

@@ -10,15 +10,18 @@ from __future__ import annotations
 from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from commands.admin.fields import Reason
 from commands.messages import Command
+from schemas.bounds import BoundsError
 from schemas.ids import Token
 from schemas.serving import (
     MAX_REPLICAS,
     Revision,
     Rollout,
     Scaling,
+    check_revision,
     endpoint_name_problem,
 )
 from schemas.subjects import AggregateType
@@ -28,6 +31,17 @@ EP = AggregateType.ENDPOINT
 MAX_TOKEN_EXPIRY_S = 366 * 24 * 3600
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Replicas = Annotated[int, Field(ge=0, le=MAX_REPLICAS)]
+
+
+def _runnable(spec: Revision) -> Revision:
+    # Whatever sent it, a revision is one whose replicas the scheduler would take (within the
+    # hard ceilings; the configured maximums are the scheduler's): no endpoint on the log asks
+    # for a replica no create could carry.
+    try:
+        check_revision(spec)
+    except BoundsError as exc:
+        raise PydanticCustomError("out_of_bounds", "{why}", {"why": str(exc)}) from None
+    return spec
 
 
 class CreateEndpoint(Command):
@@ -53,6 +67,8 @@ class CreateEndpoint(Command):
             raise ValueError(problem)
         return name
 
+    _spec = field_validator("spec")(_runnable)
+
     @model_validator(mode="after")
     def _replicas_in_bounds(self) -> Self:
         low, high = self.scaling.min_replicas, self.scaling.max_replicas
@@ -71,6 +87,8 @@ class UpdateEndpoint(Command):
     endpoint_id: Token
     spec: Revision
     reason: Reason = ""
+
+    _spec = field_validator("spec")(_runnable)
 
 
 class ScaleEndpoint(Command):

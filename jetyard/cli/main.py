@@ -1,10 +1,11 @@
 """The ``jetyard`` command line: the parser of every command group and ``main``, which hands
 each command to its group. For users, through the SDK: ``login``/``logout`` (``login``),
 ``run``, ``ps``, ``logs``, ``rm``, ``images``, ``apps`` (``sessions``), ``shell``, ``vfolder``
-(``folders``), ``completion``; for admins, ``admin`` (people, keypairs) and ``registry``
-(registries, rescans, pull policies). For operators, on NATS: stream set-up, audit replay
-(``log``), the views' rebuild, the quarantine, the AsyncAPI document (``operator``), and the
-runtime: ``up`` and ``serve`` (``up``)."""
+(``folders``), ``endpoint`` (``endpoints``: model serving), ``completion``; for admins,
+``admin`` (people, keypairs) and ``registry`` (registries, rescans, pull policies). For
+operators, on NATS: stream set-up, audit replay (``log``), the views' rebuild, the
+quarantine, the AsyncAPI document (``operator``), and the runtime: ``up`` and ``serve``
+(``up``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from events.bus import ServerUnsuitableError
 from jetyard.cli import (
     admin,
     completion,
+    endpoints,
     folders,
     join,
     login,
@@ -45,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     up.add_serve_parser(sub)
     operator.add_asyncapi_parser(sub)
     folders.add_parser(sub)
+    endpoints.add_parser(sub)
     shell.add_parser(sub)
     completion.add_parser(sub)
     operator.add_nats_parser(sub)
@@ -78,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             return up.run(args)
         if args.command == "vfolder":
             return folders.run(args)
+        if args.command == "endpoint":
+            return endpoints.run(args)
         if args.command == "shell":
             return shell.run(args)
         if args.command == "admin":

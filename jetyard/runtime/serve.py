@@ -99,6 +99,12 @@ def _appproxy(stop: asyncio.Event) -> Awaitable[None]:
     return app.run(settings.AppProxySettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
 
 
+def _serving(stop: asyncio.Event) -> Awaitable[None]:
+    app = importlib.import_module("services.serving.app")
+    settings = importlib.import_module("services.serving.settings")
+    return app.run(settings.ServingSettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
+
+
 SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "scheduler": _scheduler,
     "agent": _agent,
@@ -106,6 +112,7 @@ SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "tenancy": _tenancy,
     "storage": _storage,
     "appproxy": _appproxy,
+    "serving": _serving,
     "gateway": _gateway,
 }
 

@@ -37,7 +37,8 @@ from schemas.settings import NatsSettings
 
 NATS = "nats-server"
 SERVICE_ORDER = (
-    "projections", "tenancy", "storage", "appproxy", "scheduler", "agent", "gateway",
+    "projections", "tenancy", "storage", "appproxy", "scheduler", "agent", "serving",
+    "gateway",
 )  # fmt: skip
 QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting is restarted...
 MAX_RESTART_DELAY_S = 60.0  # ...after a pause that doubles each time, up to this

@@ -14,10 +14,10 @@ reads and writes no subject.
 
 Both clients have ``sessions`` and ``apps`` (``jetyard.sdk.sessions``), ``folders``
 (``jetyard.sdk.folders``; the bytes in ``jetyard.sdk.files``), ``admin`` and ``usage``
-(``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``) and ``graphql`` for anything
-else; they return the models of
-``jetyard.sdk.models``. ``from_config`` finds the endpoint and credentials as the ``jetyard``
-command does (``jetyard.sdk.config``). Requests are signed with a keypair
+(``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``), ``endpoints``
+(``jetyard.sdk.endpoints``: model serving) and ``graphql`` for anything else; they return
+the models of ``jetyard.sdk.models``. ``from_config`` finds the endpoint and credentials as
+the ``jetyard`` command does (``jetyard.sdk.config``). Requests are signed with a keypair
 (``JetyardAuth``) or carry a login token (``BearerAuth``); every refusal is a
 ``JetyardError``. Examples: ``examples/sdk_quickstart.py``.
 """
@@ -42,6 +42,13 @@ from jetyard.sdk.models import (
     StatusChange,
     UsageRow,
 )
+from jetyard.sdk.models.endpoints import (
+    Endpoint,
+    EndpointDetail,
+    EndpointReplica,
+    EndpointToken,
+    IssuedToken,
+)
 from jetyard.sdk.sync_client import Client
 
 __all__ = [
@@ -49,7 +56,12 @@ __all__ = [
     "AsyncClient",
     "BearerAuth",
     "Client",
+    "Endpoint",
+    "EndpointDetail",
+    "EndpointReplica",
+    "EndpointToken",
     "ImagePull",
+    "IssuedToken",
     "JetyardAuth",
     "JetyardError",
     "KernelOutput",

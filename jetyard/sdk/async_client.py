@@ -1,7 +1,8 @@
 """The asynchronous client: signed (or token-authenticated) GraphQL calls over httpx, the
 gateway's subscriptions over graphql-transport-ws, and the typed parts built on them:
 ``sessions`` and ``apps`` (``jetyard.sdk.sessions``), ``folders`` (``jetyard.sdk.folders``),
-``admin`` and ``usage`` (``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``).
+``admin`` and ``usage`` (``jetyard.sdk.admin``), ``registries`` (``jetyard.sdk.images``),
+``endpoints`` (``jetyard.sdk.endpoints``).
 Talks HTTP and WebSocket only."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import httpx
 from jetyard.sdk.admin import Admin, Usage
 from jetyard.sdk.auth import Anonymous, Auth, BearerAuth, JetyardAuth, now
 from jetyard.sdk.config import Credentials, resolve
+from jetyard.sdk.endpoints import Endpoints
 from jetyard.sdk.errors import JetyardError, data_of
 from jetyard.sdk.folders import Folders
 from jetyard.sdk.images import Registries
@@ -91,6 +93,11 @@ class AsyncClient:
     @property
     def apps(self) -> Apps:
         return Apps(self)
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """Model-serving endpoints and their tokens (``jetyard.sdk.endpoints``)."""
+        return Endpoints(self)
 
     @property
     def admin(self) -> Admin:

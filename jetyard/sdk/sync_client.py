@@ -118,6 +118,7 @@ class Client:
         self.admin = Admin(portal, self.aio)
         self.registries = Registries(portal, self.aio)
         self.folders = Folders(portal, self.aio)
+        self.endpoints = Endpoints(portal, self.aio)
 
     @classmethod
     def from_config(cls, credentials: Credentials | None = None, **options: Any) -> Client:
@@ -226,3 +227,16 @@ class Folders:
         self.upload, self.download = blocking(inner.upload), blocking(inner.download)
         self.ls, self.mkdir = blocking(inner.ls), blocking(inner.mkdir)
         self.rm, self.mv = blocking(inner.rm), blocking(inner.mv)
+
+
+class Endpoints:
+    """``AsyncClient.endpoints``, blocking."""
+
+    def __init__(self, portal: Portal, aio: AsyncClient) -> None:
+        inner, blocking = aio.endpoints, portal.blocking
+        self.list, self.get = blocking(inner.list), blocking(inner.get)
+        self.create, self.update = blocking(inner.create), blocking(inner.update)
+        self.scale, self.modify = blocking(inner.scale), blocking(inner.modify)
+        self.destroy = blocking(inner.destroy)
+        self.create_token, self.tokens = blocking(inner.create_token), blocking(inner.tokens)
+        self.revoke_token = blocking(inner.revoke_token)

@@ -27,6 +27,7 @@ from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault,
 from services.gateway.context import Services
 from services.gateway.core.access_log import AccessLog
 from services.gateway.core.folds import DirectoryFeed, QuotaUse
+from services.gateway.core.serving_traffic import ServingTraffic
 from services.gateway.core.views import SqlViews, Views
 from services.gateway.http import build_app
 from services.gateway.images.credentials import CredentialsDesk
@@ -86,6 +87,9 @@ async def open_services(
         desk = CredentialsDesk(bus, registry_secrets, directory.directory)
         stack.push_async_callback(desk.stop)
         await desk.start()
+        traffic = ServingTraffic(bus)
+        stack.push_async_callback(traffic.stop)
+        await traffic.start()
         yield Services(
             views=views,
             commands=CommandBus(bus),
@@ -104,6 +108,7 @@ async def open_services(
             limiter=await SharedRateLimiter.open(bus),
             queues=queues,
             registry_secrets=registry_secrets,
+            traffic=traffic,
         )
 
 

@@ -14,6 +14,7 @@ from commands.bus import CommandBus
 from events.bus import Bus
 from events.quarantine import Quarantine
 from schemas.bounds import DEFAULT_LIMITS, InputLimits
+from services.gateway.core.serving_traffic import ServingTraffic
 from services.gateway.core.views import Views
 from services.gateway.settings import GatewaySettings
 
@@ -55,6 +56,8 @@ class Services:
     """The input maximums (``JETYARD_LIMIT_*``), the same the scheduler and tenancy check."""
     limiter: SharedRateLimiter | None = None
     """Request-rate buckets shared with the other gateway replicas (``jy-ratelimits``)."""
+    traffic: ServingTraffic | None = None
+    """The app proxies' load reports of endpoints, heard live (``jy.serving.load.*``)."""
 
     def rate_key(self, principal: Principal | None, source: str) -> str:
         if principal is None:

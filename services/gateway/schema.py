@@ -1,9 +1,10 @@
 """The GraphQL schema, assembled from the feature packages' parts: sessions (``sessions``),
 administration (``admin_api``), logging in (``auth``), virtual folders (``folders``), usage
-(``usage``), the operators' picture of the cluster (``cluster``) and the audit trails
-(``audit``). Each part lives in its feature's package and says what it reads and writes; every
-resolver authorises its caller (``commands/authorisation.py``). With the query limits and the
-error codes of the core (``limits``, ``errors``)."""
+(``usage``), the operators' picture of the cluster (``cluster``), the audit trails
+(``audit``) and model-serving endpoints (``endpoints``). Each part lives in its feature's
+package and says what it reads and writes; every resolver authorises its caller
+(``commands/authorisation.py``). With the query limits and the error codes of the core
+(``limits``, ``errors``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from services.gateway.audit.queries import AccessLogQuery, EventLogQuery
 from services.gateway.auth.mutations import AccountMutation
 from services.gateway.cluster.queries import ClusterQuery
 from services.gateway.cluster.subscriptions import ClusterSubscription
+from services.gateway.endpoints.mutations import EndpointMutation
+from services.gateway.endpoints.queries import EndpointQuery
 from services.gateway.errors import ErrorCodes, JetyardSchema
 from services.gateway.folders.data_plane import VFolderAccessMutation
 from services.gateway.folders.mutations import VFolderMutation
@@ -46,6 +49,7 @@ Query = merge_types(
         ClusterQuery,
         EventLogQuery,
         RegistryQuery,
+        EndpointQuery,
     ),
 )
 Mutation = merge_types(
@@ -58,6 +62,7 @@ Mutation = merge_types(
         VFolderMutation,
         VFolderAccessMutation,
         RegistryMutation,
+        EndpointMutation,
     ),
 )
 schema = JetyardSchema(

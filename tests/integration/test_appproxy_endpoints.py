@@ -343,7 +343,9 @@ async def test_load_reports_and_metrics_count_what_went_through(bus: Bus, proxy:
             assert time.time() - sent_at < 3, "no load report within 3 s"
         latest = reports[-1]
         assert latest["proxy"] == service.settings.reporter_id()
-        assert latest["endpoints"][log.id] == {
+        counted = latest["endpoints"][log.id]
+        assert sum(counted.pop("latency_ms")) == 3  # answered: the refused one is not let in
+        assert counted == {
                 "requests": 3, "inflight": 0,
                 "replicas": {"1": {"requests": 3, "inflight": 0}},
             }  # fmt: skip

@@ -315,10 +315,13 @@ def test_the_load_report_counts_totals_and_in_flight_and_forgets_what_is_gone() 
         with balancer.arrived(EID), balancer.sent(EID, 1):
             pass
     # One at replica 2 now, and one held (no replica chosen yet).
+    balancer.answered(EID, 3.0)
+    balancer.answered(EID, 5.0)  # a bound falls in its own bucket
+    balancer.answered(EID, 40_000.0)
     with balancer.arrived(EID), balancer.sent(EID, 2), balancer.arrived(EID):
         shown = report("p1", 12.5, balancer, log.table.endpoints)
     assert shown == {"proxy": "p1", "at": 12.5, "endpoints": {EID: {
-        "requests": 5, "inflight": 2,
+        "requests": 5, "inflight": 2, "latency_ms": [2] + [0] * 11 + [1],
         "replicas": {"1": {"requests": 3, "inflight": 0}, "2": {"requests": 1, "inflight": 1}},
     }}}  # fmt: skip
     log.endpoint(ReplicaRetired(replica=1, reason="scaled in"))

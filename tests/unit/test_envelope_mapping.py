@@ -19,6 +19,7 @@ from commands.node.aggregate import Node
 from commands.quota import Quota
 from commands.registry import Registry
 from commands.repository import Loaded, load, pending_write
+from commands.serving.aggregate import Endpoint
 from commands.session.aggregate import Session
 from commands.tenancy import (
     Domain,
@@ -223,7 +224,7 @@ def test_a_gap_in_the_versions_is_refused() -> None:
 def test_every_catalogue_event_belongs_to_exactly_one_aggregate() -> None:
     aggregates = (
         Session, Node, Agent, Quota, Domain, Project, User, Keypair, ResourcePolicy,
-        ResourceGroup, Image, Registry, JoinToken, Correction, VFolder, Activity,
+        ResourceGroup, Image, Registry, JoinToken, Correction, VFolder, Activity, Endpoint,
     )  # fmt: skip
     mapped = [name for cls in aggregates for name in {*cls.creators, *cls.events_by_name}]
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from commands.serving.messages import CreateEndpoint
+from schemas.bounds import BoundsError
+from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.resources import ResourceSlots
 from schemas.serving import (
     EndpointStatus,
@@ -15,6 +18,7 @@ from schemas.serving import (
     Scaling,
     ScalingMetric,
     ScalingRule,
+    check_revision,
     endpoint_id_for,
     endpoint_name_problem,
     endpoint_status,
@@ -22,6 +26,7 @@ from schemas.serving import (
     token_text,
 )
 from schemas.session import KernelSpec, SessionSpec, SessionType
+from schemas.tenancy import SessionOwner
 
 SLOTS = ResourceSlots(cpu_milli=500, memory_bytes=256 << 20)
 
@@ -99,3 +104,26 @@ def test_an_inference_session_needs_its_port_and_only_it_has_one() -> None:
         SessionSpec(image="m:1", type=SessionType.INFERENCE, kernels=kernels)
     with pytest.raises(ValidationError, match="service_port is required"):
         SessionSpec(image="m:1", kernels=kernels, service_port=80)
+
+
+def test_a_revision_is_one_whose_replicas_the_scheduler_takes() -> None:
+    rev = Revision(
+        image="model:1", command=("serve", "{model_path}"), port=8000, model_folder="llm",
+        env={"A": "1"}, resources=SLOTS,
+    )  # fmt: skip
+    spec = rev.replica_spec("llm-r1")
+    assert (spec.type, spec.service_port, spec.command) == (
+        SessionType.INFERENCE, 8000, ("serve", "/models"),
+    )  # fmt: skip
+    assert spec.env == {"A": "1", "BACKEND_MODEL_PATH": "/models", "JETYARD_MODEL_PATH": "/models"}
+    (mount,) = spec.mounts
+    assert (mount.folder, mount.path, mount.read_only) == ("llm", "/models", True)
+    check_revision(rev)
+    tiny = rev.model_copy(update={"resources": ResourceSlots(cpu_milli=500)})
+    with pytest.raises(BoundsError, match="memory 0 bytes is below"):
+        check_revision(tiny)
+    owner = SessionOwner(access_key="AK", user_id="u", project_id="p", domain="d")
+    with pytest.raises(ValidationError, match="memory 0 bytes is below"):
+        CreateEndpoint(
+            actor=Actor.service("t"), tenant=SYSTEM_TENANT, name="tiny", owner=owner, spec=tiny
+        )

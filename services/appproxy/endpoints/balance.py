@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from schemas.serving_load import LATENCY_BOUNDS_MS, latency_bucket
+
 AVOID_S = 2.0
 
 
@@ -30,6 +32,9 @@ class EndpointLoad:
     total: Count = field(default_factory=Count)
     """Requests let in (token checked), held ones included, whichever replica took them."""
     replicas: dict[int, Count] = field(default_factory=dict)
+    latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
+    """Requests answered, per bucket of ``schemas.serving_load.LATENCY_BOUNDS_MS``, since the
+    proxy started (arrival to the answer's last byte, time held included)."""
     turn: int = 0
     avoid_until: dict[int, float] = field(default_factory=dict)
 
@@ -54,6 +59,10 @@ class Balancer:
             yield
         finally:
             total.inflight -= 1
+
+    def answered(self, endpoint_id: str, ms: float) -> None:
+        """A request let in was answered after ``ms`` milliseconds."""
+        self._load(endpoint_id).latency[latency_bucket(ms)] += 1
 
     @contextlib.contextmanager
     def sent(self, endpoint_id: str, replica: int) -> Iterator[None]:

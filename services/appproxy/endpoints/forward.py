@@ -109,8 +109,10 @@ class EndpointForwarder:
         except Refused as refused:
             await plain(send, refused.status, refused.message, access.CHALLENGE)
             return
+        arrived = time.perf_counter()
         with self._balancer.arrived(endpoint.id):
             await self._serve(scope, receive, send, endpoint)
+        self._balancer.answered(endpoint.id, (time.perf_counter() - arrived) * 1000)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, endpoint: Endpoint) -> None:
         head_only = scope["method"] == "HEAD"

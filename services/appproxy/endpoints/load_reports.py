@@ -3,11 +3,13 @@ on core NATS ``jy.serving.load.<proxy id>`` (not kept), a JSON object
 
     {"proxy": "<proxy id>", "at": <unix seconds>,
      "endpoints": {"<endpoint id>": {"requests": <total>, "inflight": <now>,
+                   "latency_ms": [<total per bucket>],
                    "replicas": {"<number>": {"requests": <total>, "inflight": <now>}}}}}
 
-with the counts of ``balance.Balancer``: totals since this proxy started (the controller takes
-rates from their differences), requests in flight now. Publishes only; a report that cannot be
-sent is logged and the next one goes a second later.
+with the counts of ``balance.Balancer``: totals since this proxy started (readers take rates
+and latency quantiles from their differences: ``schemas.serving_load``), requests in flight
+now. Publishes only; a report that cannot be sent is logged and the next one goes a second
+later.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def report(proxy_id: str, at: float, balancer: Balancer, table: EndpointTable) -
         endpoint_id: {
             "requests": load.total.requests,
             "inflight": load.total.inflight,
+            "latency_ms": list(load.latency),
             "replicas": {
                 str(n): {"requests": c.requests, "inflight": c.inflight}
                 for n, c in sorted(load.replicas.items())

@@ -18,6 +18,7 @@ from projections.db import create_engine
 from projections.queries import NodeView, SessionPage, SessionView
 from projections.runner import create_tables
 from projections.settings import ProjectionSettings
+from services.gateway.core.endpoint_views import EndpointViews, SqlEndpointViews
 from services.gateway.core.folder_views import FolderViews, SqlFolderViews
 from services.gateway.core.node_views import NodeViews
 from services.gateway.core.usage_views import SqlUsageViews, UsageViews
@@ -28,6 +29,8 @@ class Views(Protocol):
     """The vfolders view (``services.gateway.core.folder_views``)."""
     usage: UsageViews
     """The usage view (``services.gateway.core.usage_views``)."""
+    endpoints: EndpointViews
+    """The endpoints view (``services.gateway.core.endpoint_views``)."""
 
     async def sessions(
         self,
@@ -74,6 +77,7 @@ class SqlViews:
         self._engine = engine
         self.folders: FolderViews = SqlFolderViews(engine)
         self.usage: UsageViews = SqlUsageViews(engine)
+        self.endpoints: EndpointViews = SqlEndpointViews(engine)
         self._nodes = NodeViews(engine)
 
     @classmethod

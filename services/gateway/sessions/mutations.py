@@ -18,7 +18,7 @@ from commands.messages import TerminateSession
 from schemas.ids import check_token, session_id_for
 from schemas.session import SessionType
 from schemas.tenancy import Role, project_id_for
-from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.core.inputs import InputError
 from services.gateway.core.outcomes import command_answer, read_your_writes
 from services.gateway.core.session_owners import owner_of, visible_session
@@ -108,6 +108,9 @@ class SessionMutation:
         project_id = _project_of(ctx, principal, input.project)
         if not can_create_session(principal, project_id):
             raise forbidden(info, "you are not a member of that project")
+        if input.type == SessionType.INFERENCE:
+            # An endpoint's replicas: only the serving controller asks for them.
+            raise invalid("type inference is for endpoints' replicas: use createEndpoint")
         if input.type not in {t.value for t in SessionType}:
             raise GraphQLError(f"type must be interactive or batch, got {input.type!r}")
         raw = {

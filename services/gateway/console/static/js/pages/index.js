@@ -6,6 +6,7 @@ import "./new-session.js";
 import "./session.js";
 import "./folders.js";
 import "./folder.js";
+import "./endpoints.js";
 import "./quota.js";
 import "./op-cluster.js";
 import "./op-queue.js";

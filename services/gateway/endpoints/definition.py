@@ -1,0 +1,96 @@
+"""A model folder's definition file, read when ``createEndpoint`` names a model folder and
+leaves out the command, the port or the health check: the file is fetched from the storage
+data plane with a short-lived download token (as ``vfolderAccess`` grants one) and parsed by
+``schemas.model_definition``; what the create gives wins over the file. Reads the vfolders
+view and the file over HTTP; writes nothing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from strawberry.types import Info
+
+from projections.folders.tables import FolderRecord
+from schemas.folder_tokens import Claims, Operation, issue
+from schemas.ids import TOKEN_PATTERN
+from schemas.model_definition import (
+    DEFINITION_FILES,
+    MAX_DEFINITION_BYTES,
+    ModelDefinitionError,
+    parse_model_definition,
+)
+from schemas.vfolder import FolderStatus, OwnerKind
+from services.gateway.context import Context, ctx_of, who
+from services.gateway.core.inputs import InputError
+from services.gateway.endpoints.inputs import RevisionInput
+
+READ_TIMEOUT_S = 10.0
+
+
+async def definition_for(info: Info[Context, Any], spec: RevisionInput) -> dict[str, Any] | None:
+    """Revision fields from the model folder's definition; None when none is needed, the
+    folder has none, or this gateway cannot read folders (no storage key)."""
+    complete = spec.command is not None and spec.port is not None and spec.health is not None
+    ctx = ctx_of(info)
+    key = ctx.settings.storage_token_key
+    if spec.model is None or complete or key is None:
+        return None
+    folder = await _folder(info, spec.model)
+    if folder is None:  # not one the caller reads: a replica's mount will say so
+        return None
+    for name in DEFINITION_FILES:
+        text = await _read(ctx, key.get_secret_value().encode(), folder, name)
+        if text is None:
+            continue
+        try:
+            return parse_model_definition(text, name).revision_fields()
+        except ModelDefinitionError as exc:
+            raise InputError(f"model folder {folder.name}: {exc}") from None
+    return None
+
+
+async def _folder(info: Info[Context, Any], ref: str) -> FolderRecord | None:
+    """The folder ``ref`` names among those the caller owns, their projects' and those
+    shared with them (by id, else by name)."""
+    me = who(info)
+    folders = ctx_of(info).views.folders
+    owners = [(OwnerKind.USER, me.user_id), *((OwnerKind.PROJECT, p) for p in me.projects)]
+    if TOKEN_PATTERN.match(ref):
+        found = await folders.get(ref)
+        if found is not None and (
+            (found.owner_kind, found.owner_id) in owners or me.user_id in found.shares
+        ):
+            return found if found.status is FolderStatus.READY else None
+    named = await folders.named(ref, owners=owners) or await folders.named(
+        ref, shared_with=me.user_id
+    )
+    ready = [f for f in named if f.status is FolderStatus.READY]
+    return ready[0] if len(ready) == 1 else None
+
+
+async def _read(ctx: Context, key: bytes, folder: FolderRecord, path: str) -> str | None:
+    """The file's text; None when the folder has no such file."""
+    claims = Claims(
+        op=Operation.DOWNLOAD, volume=folder.volume, folder=folder.id, path=path,
+        exp=int(time.time() + ctx.settings.storage_token_ttl_s),
+    )  # fmt: skip
+    base = ctx.settings.storage_url.rstrip("/")
+    url = f"{base}/folders/{folder.volume}/{folder.id}/download"
+    headers = {"Authorization": f"Bearer {issue(key, claims)}"}
+    try:
+        async with httpx.AsyncClient(timeout=READ_TIMEOUT_S) as client:
+            answer = await client.get(url, params={"path": path}, headers=headers)
+    except httpx.HTTPError as exc:
+        raise InputError(f"cannot read the model folder's {path}: {exc}") from None
+    if answer.status_code == 404:
+        return None
+    if answer.status_code != 200:
+        raise InputError(
+            f"cannot read the model folder's {path}: the storage service answered "
+            f"{answer.status_code} {answer.text[:200]}"
+        )
+    if len(answer.content) > MAX_DEFINITION_BYTES:
+        raise InputError(f"{path} is over {MAX_DEFINITION_BYTES} bytes")
+    return answer.content.decode("utf-8", errors="replace")
