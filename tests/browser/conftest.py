@@ -15,6 +15,7 @@ from tests.browser.support import (
     Researcher,
     Watch,
     add_researcher,
+    build_model_image,
     chromium_binary,
     register_test_image,
 )
@@ -37,6 +38,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jetyard]:
+    build_model_image()
     started = Jetyard(Path(tmp_path_factory.mktemp("console")) / "data", free_port(), "docker")
     started.start(timeout=120)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -61,6 +62,17 @@ def add_researcher(stack: Jetyard, name: str) -> Researcher:
     assert "errors" not in issued, issued
     keys = issued["data"]["createKeypair"]
     return Researcher(email, user_id, keys["accessKey"], keys["secretKey"])
+
+
+MODEL_IMAGE = "jetyard-model:latest"
+"""Also the echo replica's image (``images/echo/server.py``): the Endpoints page's test."""
+
+
+def build_model_image() -> None:
+    """``scripts/build-model-image`` (a no-op when it is up to date): before the stack starts,
+    as the agent lists its images when it registers."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-model-image"
+    subprocess.run([str(script)], check=True, timeout=600)
 
 
 def register_test_image(stack: Jetyard) -> None:

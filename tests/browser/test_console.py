@@ -8,10 +8,13 @@ this machine (``conftest.page``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import httpx
 from playwright.sync_api import BrowserContext, Page, Request, expect
 
-from tests.browser.support import Researcher, Watch, shot, sign_in
+from jetyard.sdk import JetyardAuth
+from tests.browser.support import MODEL_IMAGE, Researcher, Watch, shot, sign_in
 from tests.e2e.conftest import TEST_IMAGE, Jetyard
 
 FINAL = "TERMINATED"
@@ -233,3 +236,55 @@ def test_quota_and_usage(page: Page, stack: Jetyard, researcher: Researcher) -> 
     expect(cpu).to_contain_text(" held")
     expect(cpu).to_contain_text(" · limit ")
     shot(page, "quota")
+
+
+ENDPOINT = """mutation($input: CreateEndpointInput!) { createEndpoint(input: $input) {
+    status message endpoint { id url } } }"""
+TOKEN = "mutation($id: String!) { createEndpointToken(id: $id) { token } }"
+
+
+def as_researcher(stack: Jetyard, who: Researcher, query: str, **variables: Any) -> Any:
+    answer = httpx.post(
+        f"{stack.url}/graphql", json={"query": query, "variables": variables}, timeout=30,
+        auth=JetyardAuth(who.access_key, who.secret_key),
+    )  # fmt: skip
+    answer.raise_for_status()
+    return answer.json()
+
+
+def test_an_endpoint_shows_its_replicas_states_and_traffic(
+    page: Page, stack: Jetyard, researcher: Researcher
+) -> None:
+    made = as_researcher(stack, researcher, ENDPOINT, input={
+        "name": "console-echo",
+        "revision": {"image": MODEL_IMAGE, "port": 8000, "cpu": "0.25", "memory": "128m",
+                     "command": ["python3", "/opt/jetyard/echo/server.py"],
+                     "health": {"intervalS": 1, "warmupS": 60}},
+        "replicas": 1,
+    })  # fmt: skip
+    assert "errors" not in made, made
+    endpoint = made["data"]["createEndpoint"]["endpoint"]
+    issued = as_researcher(stack, researcher, TOKEN, id=endpoint["id"])
+    token = issued["data"]["createEndpointToken"]["token"]
+    try:
+        sign_in(page, stack.url, researcher)
+        page.goto(f"{stack.url}/console/#/endpoints")
+        row = page.locator("#endpoints tr[data-endpoint='console-echo']")
+        expect(row.locator("[data-status]")).to_have_text("READY", timeout=90_000)
+        bearer = {"Authorization": f"Bearer {token}"}
+        for _ in range(20):  # traffic the proxies will report
+            answered = httpx.get(endpoint["url"] + "whoami", headers=bearer, timeout=30)
+            assert answered.status_code == 200, answered.text
+        expect(row.locator(".traffic")).to_contain_text("req/s", timeout=15_000)
+        shot(page, "endpoints")
+        row.locator("a").click()
+        replica = page.locator("#endpoint-replicas tr[data-replica='1']")
+        expect(replica).to_contain_text("RUNNING")
+        expect(replica).to_contain_text("HEALTHY")
+        expect(replica).to_contain_text("ACTIVE")
+        expect(replica).to_contain_text("GET /health: 200")
+        expect(page.locator("#endpoint-facts")).to_contain_text("1 serving of 1 desired")
+        shot(page, "endpoint")
+    finally:
+        destroy = "mutation($id: String!) { destroyEndpoint(id: $id) { status } }"
+        as_researcher(stack, researcher, destroy, id=endpoint["id"])

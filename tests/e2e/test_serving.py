@@ -165,7 +165,8 @@ def test_the_real_model_behind_two_replicas_with_tokens_and_a_replica_lost(
     subprocess.run([str(ROOT / "scripts" / "model-files"), str(files)], check=True, timeout=600)
     admin = admin_of(stack)
     admin.ok("create", "wordllama")
-    admin.ok("upload", "wordllama", *[str(p) for p in sorted(files.iterdir())])
+    for path in sorted(files.iterdir()):
+        admin.ok("upload", "wordllama", str(path))
 
     created = endpoint_cli(
         stack, "create", "embed", "--image", MODEL_IMAGE, "--port", "8000",
@@ -179,7 +180,7 @@ def test_the_real_model_behind_two_replicas_with_tokens_and_a_replica_lost(
     sentences = ["A man is playing a guitar on stage.", "Someone performs music with a guitar."]
 
     answer = httpx.post(
-        url + "v1/embeddings", json={"model": "wordllama", "input": sentences},
+        url + "v1/embeddings", json={"model": "wordllama-l2-supercat-256", "input": sentences},
         headers={"Authorization": f"Bearer {token}"}, timeout=30,
     )  # fmt: skip
     assert answer.status_code == 200, answer.text
@@ -193,7 +194,7 @@ def test_the_real_model_behind_two_replicas_with_tokens_and_a_replica_lost(
 
     # One replica's container killed while requests flow: at most the one in flight at that
     # replica fails; the controller replaces it.
-    body = {"model": "wordllama", "input": "load"}
+    body = {"model": "wordllama-l2-supercat-256", "input": "load"}
     victim = serving(endpoint)[0]
     with Load(url, token, clients=2, body=body, path="v1/embeddings") as load:
         time.sleep(2)

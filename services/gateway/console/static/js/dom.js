@@ -100,16 +100,19 @@ export function when(iso) {
   return timeFormat.format(new Date(iso));
 }
 
-/** "3 min ago"; the exact time goes in the element's title. */
+/** "3 min ago", or "in 30 days" for a time to come (an expiry); the exact time goes in the
+ * element's title. */
 export function ago(iso) {
   if (!iso) return "";
-  const seconds = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
-  if (seconds < 45) return "just now";
+  const delta = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  const seconds = Math.abs(delta);
+  const said = (text) => (delta < 0 ? `in ${text}` : `${text} ago`);
+  if (seconds < 45) return delta < 0 ? "in a moment" : "just now";
   const minutes = Math.round(seconds / 60);
-  if (minutes < 60) return `${minutes} min ago`;
+  if (minutes < 60) return said(`${minutes} min`);
   const hours = Math.round(minutes / 60);
-  if (hours < 36) return `${hours} h ago`;
-  return `${Math.round(hours / 24)} days ago`;
+  if (hours < 36) return said(`${hours} h`);
+  return said(`${Math.round(hours / 24)} days`);
 }
 
 export function timeEl(iso) {

@@ -139,7 +139,9 @@ async function detail(params) {
           h("td", {}, r.reason, r.rolledBackReason ? h("div", { class: "sub" }, `rolled back: ${r.rolledBackReason}`) : null),
           h("td", {}, timeEl(r.addedAt))))))),
     h("section", { class: "card" }, h("h2", {}, "Scaling decisions"),
-      h("ul", { class: "plain" }, e.scalingHistory.map((s) => h("li", {}, timeEl(s.at), ` ${s.previous} → ${s.replicas} (${s.source}): ${s.reason}`)))),
+      e.scalingHistory.length
+        ? h("ul", { class: "plain" }, e.scalingHistory.map((s) => h("li", {}, timeEl(s.at), ` ${s.previous} → ${s.replicas} (${s.source}): ${s.reason}`)))
+        : h("p", { class: "hint" }, "None yet: it runs the count it was created with.")),
     h("section", { class: "card" }, h("h2", {}, "Tokens"),
       h("table", { class: "table compact" },
         h("thead", {}, h("tr", {}, ["Token", "Note", "Issued", "Expires", "Revoked"].map((t) => h("th", {}, t)))),
