@@ -27,7 +27,7 @@ from schemas.app_tokens import COOKIE
 from services.appproxy import access, headers
 from services.appproxy.grants import GrantsUnavailable
 from services.appproxy.metrics import proxy_metrics
-from services.appproxy.relay import Relay, address_key, plain, request_head
+from services.appproxy.relay import Relay, address_key, plain, request_head, small_body
 from services.appproxy.routes import Route
 from services.appproxy.service import AppProxyService
 from services.appproxy.upstream import Exchange, UpstreamError
@@ -182,9 +182,10 @@ class Forwarder:
         query: str | None,
     ) -> None:  # fmt: skip
         head_only = scope["method"] == "HEAD"
-        request, body = request_head(scope, route.upstream, mount.prefix, query)
         exchange: Exchange | None = None
         try:
+            whole = await small_body(scope, receive)
+            request, body = request_head(scope, route.upstream, mount.prefix, query, whole=whole)
             exchange = await self.relay.exchange(
                 address_key(route.upstream), request, body, receive, head_only
             )

@@ -144,6 +144,22 @@ async def test_a_kept_alive_app_connection_serves_the_next_requests(proxied: Pro
     assert proxied.app.connections == 1
 
 
+async def test_small_posts_take_the_kept_connection_and_large_ones_a_fresh_one(
+    proxied: Proxied,
+) -> None:
+    # A body of at most 64 KiB is read whole first, so its request may go on the kept
+    # connection (and be sent again should that one turn out closed): five POSTs, one
+    # connection. A larger one streams as it arrives, on a connection of its own.
+    for i in range(5):
+        answer = await proxied.client.post(f"{proxied.prefix}/echo", content=b"x" * (i * 16_000))
+        assert (answer.status_code, len(answer.content)) == (201, i * 16_000)
+    assert proxied.app.connections == 1
+    assert proxied.app.bodies[-1] == b"x" * 64_000
+    large = await proxied.client.post(f"{proxied.prefix}/echo", content=BIG)
+    assert (large.status_code, large.content) == (201, BIG)
+    assert proxied.app.connections == 2
+
+
 async def test_the_request_reaches_the_app_cleaned_and_the_answer_comes_back_cleaned(
     proxied: Proxied,
 ) -> None:

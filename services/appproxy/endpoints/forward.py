@@ -29,7 +29,7 @@ from services.appproxy.access import Refused
 from services.appproxy.endpoints import access
 from services.appproxy.endpoints.table import Endpoint
 from services.appproxy.metrics import EndpointMetrics, ProxyMetrics
-from services.appproxy.relay import Relay, address_key, plain, request_head
+from services.appproxy.relay import Relay, address_key, plain, request_head, small_body
 from services.appproxy.service import AppProxyService
 from services.appproxy.upstream import ConnectFailed, Exchange, UpstreamError
 
@@ -118,12 +118,16 @@ class EndpointForwarder:
         head_only = scope["method"] == "HEAD"
         prefix, query = PREFIX + endpoint.name, scope.get("query_string", b"").decode("latin-1")
         tried: set[int] = set()
+        try:
+            whole = await small_body(scope, receive)
+        except UpstreamError:
+            return  # the client went away before its request was all there
         for _ in range(ATTEMPTS):
             picked = await self._pick(endpoint.id, frozenset(tried))
             if isinstance(picked, Answer):
                 await plain(send, picked.status, picked.text)
                 return
-            request, body = request_head(scope, picked.address, prefix, query, DROP)
+            request, body = request_head(scope, picked.address, prefix, query, DROP, whole)
             with self._balancer.sent(endpoint.id, picked.replica):
                 try:
                     exchange = await self._relay.exchange(
