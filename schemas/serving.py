@@ -53,11 +53,13 @@ def endpoint_id_for(name: str) -> str:
     return derived_id("endpoint", name)
 
 
-def replica_command_id(endpoint_id: str, replica: int) -> str:
+def replica_command_id(endpoint_id: str, incarnation: str, replica: int) -> str:
     """The id of the ``CreateSession`` the controller sends for replica number ``replica``;
     the replica's session id is ``session_id_for`` of it, so a re-sent create is the same
-    session."""
-    return derived_id("endpoint-replica", endpoint_id, str(replica))
+    session. ``incarnation`` (the id of the command that made the endpoint) keeps the
+    replicas of two endpoints of one name apart: two installations sharing a container
+    engine name containers after their kernels, which derive from the session id."""
+    return derived_id("endpoint-replica", endpoint_id, incarnation, str(replica))
 
 
 class HealthCheck(BaseModel):

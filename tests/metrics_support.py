@@ -46,6 +46,11 @@ class Scraped:
     def names(self) -> set[str]:
         return {name for name, _ in self.samples}
 
+    def declared(self) -> set[str]:
+        """Every metric the page declares (``# TYPE``), samples or not, named as documented
+        (a counter with ``_total``)."""
+        return {f.name + ("_total" if f.type == "counter" else "") for f in self.families.values()}
+
 
 def documented() -> set[str]:
     """The metrics ``docs/metrics.md`` lists (the first column of its tables)."""

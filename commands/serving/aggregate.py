@@ -64,16 +64,17 @@ class Endpoint(EndpointState, Aggregate):
     def create(
         cls, endpoint_id: str, name: str, owner: SessionOwner, spec: Revision, replicas: int,
         scaling: Scaling, rollout: Rollout, open_to_public: bool, now: datetime,
+        incarnation: str = "",
     ) -> Endpoint:  # fmt: skip
         return cls._create(
             cls.Made, id=endpoint_id, timestamp=now, name=name, owner=owner, revision=1,
             spec=spec, replicas=scaling.clamp(replicas), scaling=scaling, rollout=rollout,
-            open_to_public=open_to_public,
+            open_to_public=open_to_public, incarnation=incarnation,
         )  # fmt: skip
 
     def recreate(
         self, name: str, owner: SessionOwner, spec: Revision, replicas: int, scaling: Scaling,
-        rollout: Rollout, open_to_public: bool, now: datetime,
+        rollout: Rollout, open_to_public: bool, now: datetime, incarnation: str = "",
     ) -> bool:  # fmt: skip
         """Make a destroyed endpoint again (the same aggregate: revision and replica numbers
         go on; its old tokens stay revoked)."""
@@ -82,7 +83,7 @@ class Endpoint(EndpointState, Aggregate):
         return self._trigger(
             self.Recreated, now, name=name, owner=owner, revision=max(self.revisions) + 1,
             spec=spec, replicas=scaling.clamp(replicas), scaling=scaling, rollout=rollout,
-            open_to_public=open_to_public,
+            open_to_public=open_to_public, incarnation=incarnation,
         )  # fmt: skip
 
     def modify(

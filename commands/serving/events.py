@@ -143,6 +143,7 @@ class Destroyed(EndpointDestroyed, Aggregate.Event):
 
 def _made(endpoint: EndpointState, event: EndpointCreated, at: datetime) -> None:
     endpoint.name, endpoint.owner = event.name, event.owner
+    endpoint.incarnation = event.incarnation
     endpoint.open_to_public = event.open_to_public
     endpoint.revisions = {**endpoint.revisions, event.revision: event.spec}
     endpoint.current_revision = endpoint.target_revision = event.revision

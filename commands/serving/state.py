@@ -17,6 +17,7 @@ class EndpointSnapshot(BaseModel):
     """What a snapshot keeps of an endpoint: every attribute of ``EndpointState``."""
 
     name: str
+    incarnation: str = ""
     owner: SessionOwner | None
     open_to_public: bool
     revisions: dict[int, Revision]
@@ -39,6 +40,9 @@ class EndpointState:
 
     def __init__(self) -> None:
         self.name = ""
+        self.incarnation = ""
+        """The id of the command that made it (again): its replicas' session ids derive
+        from it."""
         self.owner: SessionOwner | None = None
         self.open_to_public = False
         self.revisions: dict[int, Revision] = {}

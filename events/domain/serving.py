@@ -43,6 +43,10 @@ class EndpointCreated(Event):
     rollout: Rollout = Rollout()
     open_to_public: bool = False
     """True: the endpoint's URL answers without a token."""
+    incarnation: str = ""
+    """The id of the command that made it: its replicas' session ids derive from it and the
+    replica number (``schemas.serving.replica_command_id``), so endpoints of one name in two
+    installations on one container engine never share a session, nor a container name."""
 
 
 @event("EndpointModified", ENDPOINT)

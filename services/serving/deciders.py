@@ -52,14 +52,14 @@ def create(cmd: CreateEndpoint, endpoint: Endpoint | None, now: datetime) -> Dec
     if endpoint is None:
         return Endpoint.create(
             endpoint_id_for(cmd.name), cmd.name, cmd.owner, cmd.spec, cmd.replicas,
-            cmd.scaling, cmd.rollout, cmd.open_to_public, now,
+            cmd.scaling, cmd.rollout, cmd.open_to_public, now, incarnation=cmd.command_id,
         )  # fmt: skip
     if not endpoint.destroyed:
         # (The same create sent again has the same command id: the runner answers it.)
         return Rejected(Code.CONFLICT, f"an endpoint named {cmd.name} exists")
     endpoint.recreate(
         cmd.name, cmd.owner, cmd.spec, cmd.replicas, cmd.scaling, cmd.rollout,
-        cmd.open_to_public, now,
+        cmd.open_to_public, now, incarnation=cmd.command_id,
     )  # fmt: skip
     return endpoint
 

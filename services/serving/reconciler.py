@@ -209,7 +209,13 @@ class Reconciler:
     async def _create_outcome(self, key: Key) -> OutcomeStatus | None:
         """The outcome of the replica's create (None: not decided, or never sent); a refusal
         is remembered with its message."""
-        outcome = await self.commands.outcome(replica_command_id(*key))
+        endpoint_id, number = key
+        endpoint = self.state.endpoints.get(endpoint_id)
+        if endpoint is None:
+            return None
+        outcome = await self.commands.outcome(
+            replica_command_id(endpoint_id, endpoint.incarnation, number)
+        )
         if outcome is None:
             return None
         if outcome.status is OutcomeStatus.REJECTED:

@@ -27,7 +27,8 @@ def create_replica(endpoint: Endpoint, replica: Replica) -> CreateSession:
     spec = endpoint.revisions[replica.revision]
     session = spec.replica_spec(session_name(endpoint, replica.number))
     return CreateSession(
-        command_id=replica_command_id(endpoint.id, replica.number), actor=SERVING,
+        command_id=replica_command_id(endpoint.id, endpoint.incarnation, replica.number),
+        actor=SERVING,
         tenant=Tenant(domain=owner.domain, project=owner.project_id), spec=session,
         owner=owner, correlation_id=endpoint.id,
     )  # fmt: skip

@@ -4,6 +4,7 @@ test (nothing carried over: sessionStorage, cookies), and the checks every test 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jetyard]:
         yield started
     finally:
         started.stop()
+        # What its sessions left running (an endpoint's replica, a terminal's session) goes
+        # with it: another stack on this engine must not meet its containers.
+        cluster = (started.data_dir / "cluster.id").read_text().strip()
+        ours = [
+            "docker",
+            "ps",
+            "--all",
+            "--quiet",
+            "--filter",
+            f"label=jetyard.cluster_id={cluster}",
+        ]
+        left = subprocess.run(ours, capture_output=True, text=True, timeout=60).stdout.split()
+        if left:
+            subprocess.run(["docker", "rm", "--force", *left], capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="module")

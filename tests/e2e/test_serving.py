@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL_IMAGE = "jetyard-model:latest"
 ECHO = "python3 /opt/jetyard/echo/server.py"
 MODEL = "python3 /opt/jetyard/model/server.py"
-FAST_HEALTH = ("--health-interval", "1s", "--warmup", "30s")
+FAST_HEALTH = ("--health-interval", "1s", "--warmup", "15s")
 pytestmark = pytest.mark.timeout(900)
 
 

@@ -110,7 +110,7 @@ class EndpointLog:
         )  # fmt: skip
 
     def session_of(self, replica: int) -> str:
-        return session_id_for(replica_command_id(self.id, replica))
+        return session_id_for(replica_command_id(self.id, "", replica))
 
     async def request(self, replica: int, revision_number: int = 1) -> int:
         return await self.write(

@@ -34,6 +34,7 @@ from services.serving.settings import ServingSettings
 from tests.integration.scheduler_support import FakeAgent, eventually
 
 E = TypeVar("E", bound=Event)
+SESSION_COMMANDS = "cmd.session.>"
 BROKEN = "broken"
 """An image tag whose replicas' servers answer their health check 503 (the model fails)."""
 
@@ -47,6 +48,9 @@ def settings() -> ServingSettings:
 
 @contextlib.asynccontextmanager
 async def controller(bus: Bus) -> AsyncIterator[ServingService]:
+    """The controller for the block; on leaving, the session commands it sent are left to
+    the test's scheduler to take (or taken and dropped when none runs): a command left in the
+    work queue would reach the next test that takes ``cmd.session.*``."""
     service = ServingService(bus, settings())
     await service.start()
     try:
@@ -55,6 +59,32 @@ async def controller(bus: Bus) -> AsyncIterator[ServingService]:
         await service.stop()
         with contextlib.suppress(Exception):
             await bus.js.delete_consumer(COMMANDS_STREAM, service.settings.durable)
+        await drain_session_commands(bus)
+
+
+async def session_commands_left(bus: Bus) -> int:
+    info = await bus.js.stream_info(COMMANDS_STREAM, subjects_filter=SESSION_COMMANDS)
+    return sum((info.state.subjects or {}).values())
+
+
+async def drain_session_commands(bus: Bus, wait_s: float = 10.0) -> None:
+    """Wait (at most ``wait_s``) for the scheduler to take every ``cmd.session.*`` left; then
+    take and drop what no scheduler took (none runs: no other consumer holds the filter)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while await session_commands_left(bus) and loop.time() < deadline:  # noqa: ASYNC110 (polled)
+        await asyncio.sleep(0.1)
+    if not await session_commands_left(bus):
+        return
+    durable = f"drain-{new_id()[:8]}"
+    with contextlib.suppress(Exception):  # another consumer holds the filter: it takes them
+        sub = await bus.js.pull_subscribe(SESSION_COMMANDS, durable=durable, stream=COMMANDS_STREAM)
+        try:
+            while await session_commands_left(bus):
+                for message in await sub.fetch(256, timeout=1):
+                    await message.ack()
+        finally:
+            await bus.js.delete_consumer(COMMANDS_STREAM, durable)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import time
 from typing import TypeVar
 
 import httpx
+import pytest
 
 from commands.bus import CommandBus
 from commands.messages import Command
@@ -103,6 +104,18 @@ def on(kind: type[C], owner: SessionOwner, endpoint_id: str, **fields: object) -
     )
 
 
+Fresh = tuple[SessionOwner, str, str]
+"""A new tenancy's owner, a new endpoint name and its id (with the scheduler started)."""
+
+
+@pytest.fixture
+async def fresh(store: EventStore, start_scheduler: StartScheduler) -> Fresh:
+    owner = (await make_tenancy(store)).owner
+    await start_scheduler()
+    name = f"ep-{new_id()[:8]}"
+    return owner, name, endpoint_id_for(name)
+
+
 async def accepted(bus: Bus, cmd: Command) -> None:
     outcome = await CommandBus(bus).execute(cmd, timeout=10)
     assert outcome is not None and outcome.accepted, outcome
@@ -113,19 +126,18 @@ def healthy(e: ReplicaHealthChanged) -> bool:
 
 
 async def test_replicas_are_asked_for_turn_healthy_and_a_destroy_ends_them(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     async with controller(bus) as service, machine(store, image, service):
-        await accepted(bus, create(name, owner, revision(image), replicas=2,
-                                   scaling=Scaling(min_replicas=1, max_replicas=3)))  # fmt: skip
+        made = create(name, owner, revision(image), replicas=2,
+                      scaling=Scaling(min_replicas=1, max_replicas=3))  # fmt: skip
+        await accepted(bus, made)
         asked = await wait_for(store, endpoint_id, ReplicaRequested, 2)
         assert [e.replica for e in asked] == [1, 2]
-        # Each replica is an inference session the scheduler created as the endpoint's owner.
-        session_id = session_id_for(replica_command_id(endpoint_id, 1))
+        # Each replica is an inference session the scheduler created as the endpoint's owner,
+        # its id from the endpoint, the command that made it and the replica's number.
+        session_id = session_id_for(replica_command_id(endpoint_id, made.command_id, 1))
         assert asked[0].session_id == session_id
         # (The session is written once the scheduler took the create the request led to.)
 
@@ -167,12 +179,9 @@ async def test_replicas_are_asked_for_turn_healthy_and_a_destroy_ends_them(
 
 
 async def test_a_failing_replica_is_retired_and_replaced_and_a_dead_one_is_replaced(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     async with controller(bus) as service, machine(store, image, service) as node:
         await accepted(bus, create(name, owner, revision(image), replicas=2,
                                    scaling=Scaling(min_replicas=1, max_replicas=3)))  # fmt: skip
@@ -204,12 +213,9 @@ async def test_a_failing_replica_is_retired_and_replaced_and_a_dead_one_is_repla
 
 
 async def test_a_never_healthy_revision_fails_with_the_probes_answer_and_rolls_back(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     async with controller(bus) as service, machine(store, image, service):
         await accepted(bus, create(name, owner, revision(image), replicas=1,
                                    rollout=Rollout(max_surge=1, failed_replicas=2)))  # fmt: skip
@@ -234,12 +240,9 @@ async def test_a_never_healthy_revision_fails_with_the_probes_answer_and_rolls_b
 
 
 async def test_a_wake_lifts_an_endpoint_from_zero_and_a_load_report_scales_it(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     rule = ScalingRule(metric=ScalingMetric.RPS, scale_up_above=5, step=2, cooldown_s=60,
                        window_s=2)  # fmt: skip
     scaling = Scaling(min_replicas=0, max_replicas=2, rules=(rule,))
@@ -279,12 +282,9 @@ async def _scaled_by_rule(store: EventStore, endpoint_id: str) -> bool:
 
 
 async def test_a_rolling_update_keeps_the_desired_replicas_healthy_and_finishes(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     async with controller(bus) as service, machine(store, image, service):
         await accepted(bus, create(name, owner, revision(image), replicas=2,
                                    scaling=Scaling(min_replicas=1, max_replicas=3)))  # fmt: skip
@@ -315,12 +315,9 @@ async def test_a_rolling_update_keeps_the_desired_replicas_healthy_and_finishes(
 
 
 async def test_a_create_the_scheduler_refuses_fails_the_replica_with_its_reason(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     spec = revision(image).model_copy(update={"model_folder": "no-such-model"})
     async with controller(bus) as service, machine(store, image, service):
         await accepted(bus, create(name, owner, spec, replicas=1))
@@ -354,12 +351,9 @@ async def test_a_probe_says_what_it_met() -> None:
 
 
 async def test_a_retired_replica_is_drained_of_its_requests_before_its_session_ends(
-    bus: Bus, store: EventStore, image: str, start_scheduler: StartScheduler
+    bus: Bus, store: EventStore, image: str, fresh: Fresh
 ) -> None:
-    owner = (await make_tenancy(store)).owner
-    await start_scheduler()
-    name = f"ep-{new_id()[:8]}"
-    endpoint_id = endpoint_id_for(name)
+    owner, name, endpoint_id = fresh
     proxy = f"proxy-{new_id()[:8]}"
     inflight = [1]
 

@@ -19,6 +19,7 @@ from events.domain.serving import (
     ReplicaRetired,
 )
 from schemas.activity import ActivitySource
+from schemas.ids import session_id_for
 from schemas.resources import ResourceSlots
 from schemas.serving import (
     HealthCheck,
@@ -28,6 +29,7 @@ from schemas.serving import (
     Scaling,
     ScalingMetric,
     ScalingRule,
+    replica_command_id,
 )
 from schemas.serving_load import LoadBoard
 from schemas.tenancy import SessionOwner
@@ -351,3 +353,21 @@ def test_a_retired_replica_that_served_is_drained_before_its_session_ends() -> N
     assert drained(served, 0, at(12), timeout_s=30)
     assert drained(served, None, at(12), timeout_s=30)  # no proxy reports: nothing to wait for
     assert drained(served, 2, at(40), timeout_s=30)  # the drain timeout
+
+
+def test_a_replicas_session_is_its_endpoints_incarnation_and_number() -> None:
+    # Two endpoints of one name (two installations on one container engine, or one made again)
+    # never ask for the same session: containers are named after their kernels.
+    sessions = []
+    for made_by in ("cmd-a", "cmd-b"):
+        created = EndpointCreated(
+            name="echo", owner=OWNER, spec=SPEC, replicas=1, scaling=SCALING,
+            incarnation=made_by,
+        )  # fmt: skip
+        ep: Endpoint = given(Endpoint, "ep", created)
+        reconcile(ep, Facts(), T0)
+        (requested,) = then(ep)
+        assert isinstance(requested, ReplicaRequested)
+        assert requested.session_id == session_id_for(replica_command_id("ep", made_by, 1))
+        sessions.append(requested.session_id)
+    assert sessions[0] != sessions[1]

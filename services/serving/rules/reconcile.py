@@ -52,8 +52,8 @@ class Facts:
     """Scaling rule index -> its metric over its window now (None: not measured)."""
 
 
-def replica_session_id(endpoint_id: str, number: int) -> str:
-    return session_id_for(replica_command_id(endpoint_id, number))
+def replica_session_id(endpoint: Endpoint, number: int) -> str:
+    return session_id_for(replica_command_id(endpoint.id, endpoint.incarnation, number))
 
 
 def reconcile(endpoint: Endpoint, facts: Facts, now: datetime) -> None:
@@ -89,7 +89,7 @@ def reconcile(endpoint: Endpoint, facts: Facts, now: datetime) -> None:
     for _ in range(moves.request):
         number = endpoint.next_replica
         endpoint.request_replica(
-            replica_session_id(endpoint.id, number), target,
+            replica_session_id(endpoint, number), target,
             f"revision {target}: {len(endpoint.live)} of {endpoint.desired} replicas live", now,
         )  # fmt: skip
     if rollout.rollout_finished(endpoint):
