@@ -256,7 +256,9 @@ async def rides_over_its_leader(
         async with httpx.AsyncClient(timeout=30) as client:
             for index, gateway in enumerate(gateways):
                 name = f"after-loss-{index}"
-                query = f'mutation {{ createDomain(name: "{name}") {{ status message }} }}'
+                query = (
+                    f'mutation {{ createDomain(name: "{name}") {{ status message commandId }} }}'
+                )
                 deadline = time.monotonic() + 60
                 while True:
                     try:
@@ -271,7 +273,20 @@ async def rides_over_its_leader(
                         break
                     assert time.monotonic() < deadline, answer
                     await asyncio.sleep(1)
-                assert answer["data"]["createDomain"]["status"] == "ACCEPTED", answer
+                created = answer["data"]["createDomain"]
+                # Decided past the gateway's wait (a busy machine, the log's new leader):
+                # PENDING with its command id, and the outcome is asked for, as api.md says.
+                outcome = "query($id: ID!) { commandOutcome(id: $id) { status message } }"
+                while created["status"] == "PENDING":
+                    assert time.monotonic() < deadline, created
+                    await asyncio.sleep(1)
+                    asked = await client.post(
+                        f"{gateway}/graphql", auth=auth,
+                        json={"query": outcome, "variables": {"id": created["commandId"]}},
+                    )  # fmt: skip
+                    decided = asked.json()["data"]["commandOutcome"]  # null: not yet
+                    created = {**created, **(decided or {})}
+                assert created["status"] == "ACCEPTED", created
         after = await bus.js.stream_info(EVENTS_STREAM)
         assert after.cluster is not None and after.cluster.leader not in (None, leader)
     finally:

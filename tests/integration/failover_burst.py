@@ -90,7 +90,7 @@ async def failover_burst(agent_count: int, sessions: int, timeout: float) -> Fai
                 agents(settings, agent_count, prefix="failover"),
             ):
                 await until(
-                    f"{agent_count} nodes registered", 60,
+                    f"{agent_count} nodes registered", 120,
                     lambda: all(len(s.state.nodes) == agent_count for s in schedulers),
                 )  # fmt: skip
                 leader = await cluster.leader_of(EVENTS_STREAM)
