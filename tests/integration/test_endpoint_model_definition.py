@@ -179,9 +179,10 @@ async def test_the_definition_fills_what_the_input_leaves_out(
             {"model-definition.yaml": "models:\n  - service: {port: [}"},
             "model-definition.yaml is not YAML:",
         ),
+        ({"model-definition.yaml": "#" * 70_000}, "model-definition.yaml is over 65536 bytes"),
         ({}, "field 'revision.port': field required"),
     ],
-    ids=["no-port", "empty-yaml", "broken-yaml", "no-file"],
+    ids=["no-port", "empty-yaml", "broken-yaml", "huge", "no-file"],
 )
 async def test_a_wrong_or_missing_definition_is_refused_naming_why(
     world: World, decider: MinimalDecider, files: dict[str, str], error: str

@@ -79,18 +79,26 @@ async def _read(ctx: Context, key: bytes, folder: FolderRecord, path: str) -> st
     base = ctx.settings.storage_url.rstrip("/")
     url = f"{base}/folders/{folder.volume}/{folder.id}/download"
     headers = {"Authorization": f"Bearer {issue(key, claims)}"}
+    # Streamed, and given up past the bound: a huge file in the folder is never read whole
+    # into the gateway's memory.
+    kept = bytearray()
     try:
-        async with httpx.AsyncClient(timeout=READ_TIMEOUT_S) as client:
-            answer = await client.get(url, params={"path": path}, headers=headers)
+        async with (
+            httpx.AsyncClient(timeout=READ_TIMEOUT_S) as client,
+            client.stream("GET", url, params={"path": path}, headers=headers) as answer,
+        ):
+            if answer.status_code == 404:
+                return None
+            if answer.status_code != 200:
+                said = (await answer.aread())[:200].decode("utf-8", errors="replace")
+                raise InputError(
+                    f"cannot read the model folder's {path}: the storage service answered "
+                    f"{answer.status_code} {said}"
+                )
+            async for chunk in answer.aiter_bytes():
+                kept += chunk
+                if len(kept) > MAX_DEFINITION_BYTES:
+                    raise InputError(f"{path} is over {MAX_DEFINITION_BYTES} bytes")
     except httpx.HTTPError as exc:
         raise InputError(f"cannot read the model folder's {path}: {exc}") from None
-    if answer.status_code == 404:
-        return None
-    if answer.status_code != 200:
-        raise InputError(
-            f"cannot read the model folder's {path}: the storage service answered "
-            f"{answer.status_code} {answer.text[:200]}"
-        )
-    if len(answer.content) > MAX_DEFINITION_BYTES:
-        raise InputError(f"{path} is over {MAX_DEFINITION_BYTES} bytes")
-    return answer.content.decode("utf-8", errors="replace")
+    return kept.decode("utf-8", errors="replace")

@@ -31,8 +31,9 @@ from commands.serving.messages import (
 )
 from projections.endpoints.tables import EndpointRecord
 from schemas.serving import Rollout, Scaling, endpoint_id_for, token_text
-from schemas.tenancy import Role, project_id_for
+from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
+from services.gateway.core.charged_project import charged_project
 from services.gateway.core.inputs import InputError
 from services.gateway.core.outcomes import read_your_writes
 from services.gateway.core.types import OutcomeStatus
@@ -108,22 +109,6 @@ async def send(info: Info[Context, Any], cmd: Command, endpoint_id: str) -> Endp
     )
 
 
-def project_of(ctx: Context, me: Principal, name: str | None) -> str:
-    """The project an endpoint's replicas are charged to: the one named (in the caller's
-    domain), or the caller's only project (as ``createSession``)."""
-    if name is not None:
-        project_id = project_id_for(me.domain, name)
-        if project_id not in ctx.directory.projects:
-            raise GraphQLError(
-                f"there is no project {name!r} in domain {me.domain}",
-                extensions={"code": "not-found"},
-            )
-        return project_id
-    if len(me.projects) == 1:
-        return next(iter(me.projects))
-    raise invalid("say which project the endpoint is for (input.project)")
-
-
 async def latest_revision(info: Info[Context, Any], record: EndpointRecord) -> dict[str, Any]:
     """The fields an update starts from: the revision being rolled to, else the current one."""
     number = record.target_revision or record.current_revision
@@ -144,7 +129,7 @@ class EndpointMutation:
     ) -> EndpointOutcome:
         me = acting(info)
         ctx = ctx_of(info)
-        project_id = project_of(ctx, me, input.project)
+        project_id = charged_project(ctx, me, input.project, "endpoint")
         if not can_create_session(me, project_id):
             raise forbidden(info, "you are not a member of that project")
         owner = ctx.directory.owner(me, project_id)

@@ -13,12 +13,13 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.types import Info
 
-from commands.authorisation import Principal, can_act_on_session, can_create_session
+from commands.authorisation import can_act_on_session, can_create_session
 from commands.messages import TerminateSession
 from schemas.ids import check_token, session_id_for
 from schemas.session import SessionType
-from schemas.tenancy import Role, project_id_for
+from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
+from services.gateway.core.charged_project import charged_project
 from services.gateway.core.inputs import InputError
 from services.gateway.core.outcomes import command_answer, read_your_writes
 from services.gateway.core.session_owners import owner_of, visible_session
@@ -105,7 +106,7 @@ class SessionMutation:
         principal = who(info)
         if principal.role is Role.MONITOR:
             raise forbidden(info, "monitors cannot create sessions")
-        project_id = _project_of(ctx, principal, input.project)
+        project_id = charged_project(ctx, principal, input.project, "session")
         if not can_create_session(principal, project_id):
             raise forbidden(info, "you are not a member of that project")
         if input.type == SessionType.INFERENCE:
@@ -186,26 +187,3 @@ class SessionMutation:
         outcome = await ctx.commands.execute(command, timeout=ctx.settings.command_timeout_s)
         await read_your_writes(ctx, outcome)
         return command_answer(outcome, command.command_id, str(id))
-
-
-def _project_of(ctx: Context, principal: Principal, name: str | None) -> str:
-    """The project a new session is charged to: the one named (in the caller's domain), or
-    the caller's only project."""
-    if name is not None:
-        project_id = project_id_for(principal.domain, name)
-        if project_id not in ctx.directory.projects:
-            raise GraphQLError(
-                f"there is no project {name!r} in domain {principal.domain}",
-                extensions={"code": "not-found"},
-            )
-        return project_id
-    if len(principal.projects) == 1:
-        return next(iter(principal.projects))
-    have = sorted(
-        ctx.directory.projects[p].name for p in principal.projects if p in ctx.directory.projects
-    )
-    raise GraphQLError(
-        "say which project the session is for (input.project): "
-        + (f"you are in {', '.join(have)}" if have else "you are in no project yet"),
-        extensions={"code": "invalid"},
-    )
