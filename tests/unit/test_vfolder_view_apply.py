@@ -30,7 +30,7 @@ from schemas.session import KernelSpec, SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role
 from schemas.vfolder import FolderStatus, Mount, OwnerKind, Permission
-from services.gateway.folders.lookup import manages, permission, scope_of, visible
+from services.gateway.core.folder_lookup import manages, permission, scope_of, visible
 from tests.support import NOW, envelope, ref
 
 RO, RW, RWD = Permission.READ_ONLY, Permission.READ_WRITE, Permission.READ_WRITE_DELETE

@@ -14,15 +14,15 @@ from strawberry.types import Info
 
 from projections.folders.tables import FolderRecord
 from schemas.folder_tokens import Claims, Operation, issue
-from schemas.ids import TOKEN_PATTERN
 from schemas.model_definition import (
     DEFINITION_FILES,
     MAX_DEFINITION_BYTES,
     ModelDefinitionError,
     parse_model_definition,
 )
-from schemas.vfolder import FolderStatus, OwnerKind
-from services.gateway.context import Context, ctx_of, who
+from schemas.vfolder import FolderStatus
+from services.gateway.context import Context, ctx_of
+from services.gateway.core.folder_lookup import resolve
 from services.gateway.core.inputs import InputError
 from services.gateway.endpoints.inputs import RevisionInput
 
@@ -52,22 +52,10 @@ async def definition_for(info: Info[Context, Any], spec: RevisionInput) -> dict[
 
 
 async def _folder(info: Info[Context, Any], ref: str) -> FolderRecord | None:
-    """The folder ``ref`` names among those the caller owns, their projects' and those
-    shared with them (by id, else by name)."""
-    me = who(info)
-    folders = ctx_of(info).views.folders
-    owners = [(OwnerKind.USER, me.user_id), *((OwnerKind.PROJECT, p) for p in me.projects)]
-    if TOKEN_PATTERN.match(ref):
-        found = await folders.get(ref)
-        if found is not None and (
-            (found.owner_kind, found.owner_id) in owners or me.user_id in found.shares
-        ):
-            return found if found.status is FolderStatus.READY else None
-    named = await folders.named(ref, owners=owners) or await folders.named(
-        ref, shared_with=me.user_id
-    )
-    ready = [f for f in named if f.status is FolderStatus.READY]
-    return ready[0] if len(ready) == 1 else None
+    """The folder ``ref`` names for the caller, resolved as a mount is
+    (``core.folder_lookup.resolve``), if it is ready."""
+    found = await resolve(info, ref)
+    return found if found is not None and found.status is FolderStatus.READY else None
 
 
 async def _read(ctx: Context, key: bytes, folder: FolderRecord, path: str) -> str | None:

@@ -23,7 +23,7 @@ from schemas.folder_tokens import Claims, Operation, issue
 from schemas.tenancy import PolicyKind, policy_id_for
 from schemas.vfolder import FolderStatus, OwnerKind, Permission
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
-from services.gateway.folders.lookup import permission, visible_folder
+from services.gateway.core.folder_lookup import permission, visible_folder
 from services.gateway.folders.mutations import whole_bytes
 from services.gateway.folders.queries import choice
 from services.gateway.folders.types import VFolderAccess

@@ -33,9 +33,9 @@ from commands.messages import Command, explain
 from schemas.tenancy import Role, email_digest, user_id_for
 from schemas.vfolder import OwnerKind, Permission, UsageMode
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
+from services.gateway.core.folder_lookup import visible, visible_folder
 from services.gateway.core.outcomes import read_your_writes
 from services.gateway.core.types import OutcomeStatus
-from services.gateway.folders.lookup import visible, visible_folder
 from services.gateway.folders.queries import choice, project_ref
 from services.gateway.folders.types import VFolder, VFolderOutcome
 

@@ -15,8 +15,8 @@ from projections.folders.queries import MAX_PAGE
 from schemas.tenancy import project_id_for
 from schemas.vfolder import FolderStatus, OwnerKind
 from services.gateway.context import Context, ctx_of, invalid, who
+from services.gateway.core.folder_lookup import resolve, scope_of
 from services.gateway.core.types import PageInfo
-from services.gateway.folders.lookup import resolve, scope_of
 from services.gateway.folders.types import VFolder, VFolderConnection, VFolderEdge
 
 E = TypeVar("E", bound=StrEnum)

@@ -16,8 +16,8 @@ from strawberry.types import Info
 from projections.folders.queries import encode_cursor
 from projections.folders.tables import FolderRecord
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.core.folder_lookup import manages, permission
 from services.gateway.core.types import OutcomeStatus, PageInfo
-from services.gateway.folders.lookup import manages, permission
 
 
 @strawberry.type
