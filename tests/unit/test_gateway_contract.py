@@ -85,7 +85,7 @@ def test_the_real_gateway_keeps_its_contracts(tmp_path: Path) -> None:
         # One feature importing another.
         ("sessions/queries.py", "import services.gateway.cluster.types", FEATURES),
         # The core reaching up into a feature.
-        ("core/live.py", "from services.gateway.core import folder_lookup as lookup", LAYERS),
+        ("core/live.py", "from services.gateway.folders import queries", LAYERS),
     ],
 )
 def test_an_offending_import_breaks_a_contract(
