@@ -3,7 +3,8 @@
 Folds the tenancy directory, the folders and the sessions' mounts (``state``), answers
 ``cmd.vfolder.*`` (one durable consumer) with the pure rules of ``rules``, each decision
 stored through the unit of work (a refusal a fresher fold might turn around is decided once
-more after folding to the log's end), and keeps the disk as the log says: folders made with
+more after folding to the log's end; a trash or purge, which only an unseen mount could
+refuse, is decided after it), and keeps the disk as the log says: folders made with
 their quota, purged ones removed, clones copied (``clones``), usage measured after the data
 plane or a read-write session changed a folder (``usage``). Writes ``ev.vfolder.*`` and
 ``out.<command id>``.
@@ -20,7 +21,7 @@ from datetime import datetime
 from anyio import to_thread
 
 from commands.folders.aggregate import VFolder
-from commands.folders.messages import CreateVFolder
+from commands.folders.messages import CreateVFolder, PurgeVFolder, TrashVFolder
 from commands.messages import Command
 from commands.outcome import Accepted, Code, Decision, Rejected
 from commands.runner import CommandRunner, Handler, HandlerContext, utc_now
@@ -45,6 +46,10 @@ from services.storage.volumes import FolderNotFound, Volume, open_volumes
 log = logging.getLogger(__name__)
 
 MAYBE_STALE = frozenset({Code.NOT_FOUND, Code.FORBIDDEN})
+FOLD_FIRST: frozenset[type[Command]] = frozenset({TrashVFolder, PurgeVFolder})
+"""Commands accepted only while nothing mounts the folder: a fold behind the log may not yet
+know of a session that does, and would accept them wrongly, so they are decided after folding
+to the log's end (a session requested just before the command is seen)."""
 SYNC_TIMEOUT_S = 10.0
 
 
@@ -134,6 +139,8 @@ class StorageService:
         )  # fmt: skip
 
     async def handle(self, cmd: Command, ctx: HandlerContext) -> Decision:
+        if type(cmd) in FOLD_FIRST:
+            await self.sync()
         decision = await self._decide(cmd, ctx)
         if isinstance(decision, Rejected) and decision.code in MAYBE_STALE:
             await self.sync()

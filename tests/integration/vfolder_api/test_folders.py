@@ -202,12 +202,14 @@ async def test_mounted_by_names_live_sessions_to_the_owner_only(world: World, bu
     store = EventStore(bus)
     requested = SessionRequested(spec=spec, kernel_ids=(new_id(),), mounts=(mount,))
     await record(store, AggregateType.SESSION, session_id, requested)
+    # At once, with no wait: the storage service may not have read the session yet, and
+    # must still refuse (it folds to the log's end before a trash).
+    trash = "mutation($id: String!) { trashVFolder(id: $id) { status } }"
+    assert await refused(world.gw, trash, world.auth("alice"), id=fid) == "refused"
     assert await world.gw.services.views.wait_for(await store.stream_last_seq(), 5.0)
     assert (await get(world, "alice", fid) or {})["mountedBy"] == [session_id]
     assert (await get(world, "admin", fid) or {})["mountedBy"] == [session_id]
     assert (await get(world, "carol", fid) or {})["mountedBy"] == []
-    trash = "mutation($id: String!) { trashVFolder(id: $id) { status } }"
-    assert await refused(world.gw, trash, world.auth("alice"), id=fid) == "refused"
     await record(store, AggregateType.SESSION, session_id, SessionTerminated(reason="done"))
     assert await world.gw.services.views.wait_for(await store.stream_last_seq(), 5.0)
     assert (await get(world, "alice", fid) or {})["mountedBy"] == []
