@@ -1,5 +1,6 @@
 """What every stream and bucket is declared with: the one place that owns their settings
 (``JY_EVENTS``, ``JY_COMMANDS``, ``JY_OUTCOMES``, ``JY_PARKED``, ``JY_ACCESS``, ``JY_OUTPUT``,
+``JY_SEALS``,
 ``jy-heartbeats``, ``jy-leases``, ``jy-snapshots``, ``jy-queues``, ``jy-secrets``,
 ``jy-people``, ``jy-credentials``, ``jy-nonces``, ``jy-logins``, ``jy-app-grants``). Pure:
 configurations from the settings; ``events.bus.ensure_streams`` applies them."""
@@ -34,6 +35,8 @@ from schemas.subjects import (
     QUEUES_BUCKET,
     RATELIMITS_BUCKET,
     REGISTRY_SECRETS_BUCKET,
+    SEALS_STREAM,
+    SEALS_SUBJECT,
     SECRETS_BUCKET,
     SNAPSHOTS_BUCKET,
 )
@@ -74,6 +77,30 @@ def events_stream_config(settings: NatsSettings) -> api.StreamConfig:
         max_consumers=MAX_EVENT_CONSUMERS,
         allow_direct=True,
         allow_atomic=True,
+        allow_rollup_hdrs=False,
+        allow_msg_ttl=False,
+    )
+
+
+def seals_stream_config(settings: NatsSettings) -> api.StreamConfig:
+    # Kept like the log it seals: forever, never edited. One subject, one writer at a time
+    # (the sealer guards each seal on the subject's last sequence).
+    return api.StreamConfig(
+        name=SEALS_STREAM,
+        description="Jetyard seals: a signed hash chain over every event of JY_EVENTS",
+        subjects=[SEALS_SUBJECT],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        max_age=0,
+        max_msgs=-1,
+        max_bytes=-1,
+        max_msg_size=settings.max_event_bytes,
+        discard=api.DiscardPolicy.NEW,
+        num_replicas=settings.replicas,
+        duplicate_window=settings.duplicate_window_s,
+        deny_delete=True,
+        deny_purge=True,
+        allow_direct=True,
         allow_rollup_hdrs=False,
         allow_msg_ttl=False,
     )
@@ -169,6 +196,7 @@ def stream_configs(settings: NatsSettings) -> tuple[api.StreamConfig, ...]:
         parked_stream_config(settings),
         access_stream_config(settings),
         output_stream_config(settings),
+        seals_stream_config(settings),
     )
 
 

@@ -4,6 +4,7 @@ spec a session is asked for with: kernels, cluster mode, batch dependencies, sta
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Self
 
@@ -70,6 +71,29 @@ PLACED_STATUSES = frozenset(
         SessionStatus.RUNNING,
     }
 )
+
+_S = SessionStatus
+
+# Every legal status change, in one place (the session aggregate decides by it, the log's
+# invariant check replays by it). Terminal statuses lead nowhere. The one way back to PENDING
+# from a placed status is a requeue after node loss (``Session.requeue``, asked for by the
+# session), which is not an ordinary transition and checks its own rule.
+TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
+    _S.PENDING: frozenset({_S.PENDING, _S.SCHEDULED, _S.CANCELLED, _S.ERROR}),
+    _S.SCHEDULED: frozenset(
+        {_S.PULLING, _S.PREPARING, _S.CREATING, _S.RUNNING, _S.TERMINATING, _S.TERMINATED, _S.ERROR}
+    ),
+    _S.PULLING: frozenset(
+        {_S.PREPARING, _S.CREATING, _S.RUNNING, _S.TERMINATING, _S.TERMINATED, _S.ERROR}
+    ),
+    _S.PREPARING: frozenset({_S.CREATING, _S.RUNNING, _S.TERMINATING, _S.TERMINATED, _S.ERROR}),
+    _S.CREATING: frozenset({_S.RUNNING, _S.TERMINATING, _S.TERMINATED, _S.ERROR}),
+    _S.RUNNING: frozenset({_S.TERMINATING, _S.TERMINATED, _S.ERROR}),
+    _S.TERMINATING: frozenset({_S.TERMINATED, _S.ERROR}),
+    _S.TERMINATED: frozenset(),
+    _S.CANCELLED: frozenset(),
+    _S.ERROR: frozenset(),
+}
 
 
 class SessionResult(StrEnum):

@@ -12,6 +12,7 @@ OUTCOMES_STREAM = "JY_OUTCOMES"
 PARKED_STREAM = "JY_PARKED"
 ACCESS_STREAM = "JY_ACCESS"  # the access log: every request and command, by domain
 OUTPUT_STREAM = "JY_OUTPUT"  # running kernels' stdout/stderr, live, the tail of each kept
+SEALS_STREAM = "JY_SEALS"  # signed seals over JY_EVENTS (events.audit), forever
 
 EVENTS_PREFIX = "ev"
 COMMANDS_PREFIX = "cmd"
@@ -19,6 +20,7 @@ OUTCOMES_PREFIX = "out"
 PARKED_PREFIX = "parked"
 ACCESS_PREFIX = "access"
 OUTPUT_PREFIX = "output"  # a token of its own: ``out.>`` (outcomes) does not match it
+SEALS_SUBJECT = "seal.log"  # the one subject of JY_SEALS: its writer guards on its last seq
 
 HEARTBEATS_BUCKET = "jy-heartbeats"
 LEASES_BUCKET = "jy-leases"

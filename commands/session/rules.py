@@ -1,36 +1,17 @@
-"""The session aggregate's rules and value types: the status transition table, the errors its
-commands raise, one line of the status timeline, and one kernel's state. Pure; no subjects."""
+"""The session aggregate's rules and value types: the status transition table (kept in
+``schemas.session``, where the log's invariant check below this layer replays the very table
+the aggregate decides by), the errors its commands raise, one line of the status timeline, and
+one kernel's state. Pure; no subjects."""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from commands.errors import DomainError
+from schemas.session import TRANSITIONS as TRANSITIONS
 from schemas.session import KernelStatus, SessionStatus
 
 S = SessionStatus
-
-# Every legal status change, in one place. Terminal statuses lead nowhere. The one way back
-# to PENDING from a placed status is a requeue after node loss (``Session.requeue``, asked
-# for by the session), which is not an ordinary transition and checks its own rule.
-TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
-    S.PENDING: frozenset({S.PENDING, S.SCHEDULED, S.CANCELLED, S.ERROR}),
-    S.SCHEDULED: frozenset(
-        {S.PULLING, S.PREPARING, S.CREATING, S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}
-    ),
-    S.PULLING: frozenset(
-        {S.PREPARING, S.CREATING, S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}
-    ),
-    S.PREPARING: frozenset({S.CREATING, S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.CREATING: frozenset({S.RUNNING, S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.RUNNING: frozenset({S.TERMINATING, S.TERMINATED, S.ERROR}),
-    S.TERMINATING: frozenset({S.TERMINATED, S.ERROR}),
-    S.TERMINATED: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.ERROR: frozenset(),
-}
 
 
 class InvalidPlacementError(DomainError):

@@ -4,7 +4,8 @@ each command to its group. For users, through the SDK: ``login``/``logout`` (``l
 (``folders``), ``endpoint`` (``endpoints``: model serving), ``completion``; for admins,
 ``admin`` (people, keypairs) and ``registry`` (registries, rescans, pull policies). For
 operators, on NATS: stream set-up, audit replay (``log``), the views' rebuild, the
-quarantine, the AsyncAPI document (``operator``), and the runtime: ``up`` and ``serve``
+quarantine, the AsyncAPI document (``operator``), the sealed log's verification and backups
+(``audit``), and the runtime: ``up`` and ``serve``
 (``up``)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argcomplete
 from events.bus import ServerUnsuitableError
 from jetyard.cli import (
     admin,
+    audit,
     completion,
     endpoints,
     folders,
@@ -54,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     admin.add_parser(sub)
     registry.add_parser(sub)
     join.add_parser(sub)
+    audit.add_parser(sub)
     return root
 
 
@@ -91,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return registry.run(args)
         if args.command == "join":
             return join.run(args)
+        if args.command in audit.COMMANDS:
+            return audit.run(args)
         return operator.run(args)
     except BrokenPipeError:  # `jetyard log | head`: the reader had enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from events.audit.seals import new_key_files
 from jetyard.runtime.natsserver import free_port, port_is_free
 
 
@@ -181,3 +182,16 @@ def last_lines(path: Path, count: int = 5) -> list[str]:
     except OSError:
         return []
     return [line for line in tail.splitlines() if line.strip()][-count:]
+
+
+SEAL_KEY_FILE = "seal.key"
+"""The sealer's signing key in the data directory (owner-only; its public half in
+``seal.key.pub``): apart from ``nats.token``, which agents on other machines are given."""
+
+
+def seal_key(data_dir: Path) -> Path:
+    """The data directory's sealing key, made on first use."""
+    path = data_dir / SEAL_KEY_FILE
+    if not path.exists():
+        new_key_files(path)
+    return path

@@ -1,8 +1,8 @@
 """Where ``jetyard up``'s services serve ``/metrics`` (docs/metrics.md). The gateway, the storage
 data plane and the app proxy answer it on their own listeners; the projections, the tenancy
-service, the scheduler, the agent and the serving controller get a metrics port each, kept in
-``<data-dir>/<service>-metrics.port`` (6031 to 6035 the first time if free, else a free one;
-``JETYARD_<SERVICE>_METRICS_PORT`` replaces it). Every address is written to
+service, the scheduler, the agent, the serving controller and the sealer get a metrics port
+each, kept in ``<data-dir>/<service>-metrics.port`` (6031 to 6036 the first time if free, else
+a free one; ``JETYARD_<SERVICE>_METRICS_PORT`` replaces it). Every address is written to
 ``<data-dir>/prometheus-targets.json``, in the format of Prometheus' ``file_sd_configs``, so a
 Prometheus on this machine scrapes the whole stack from that one file.
 """
@@ -22,6 +22,7 @@ OWN_LISTENER = {
     "scheduler": ("JETYARD_SCHEDULER_METRICS_PORT", 6033),
     "agent": ("JETYARD_AGENT_METRICS_PORT", 6034),
     "serving": ("JETYARD_SERVING_METRICS_PORT", 6035),
+    "sealer": ("JETYARD_SEALER_METRICS_PORT", 6036),
 }
 """Service -> the variable naming its metrics port, and the port it gets the first time."""
 TARGETS_FILE = "prometheus-targets.json"

@@ -105,6 +105,12 @@ def _serving(stop: asyncio.Event) -> Awaitable[None]:
     return app.run(settings.ServingSettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
 
 
+def _sealer(stop: asyncio.Event) -> Awaitable[None]:
+    app = importlib.import_module("services.sealer.app")
+    settings = importlib.import_module("services.sealer.settings")
+    return app.run(settings.SealerSettings(), NatsSettings(), stop)  # type: ignore[no-any-return]
+
+
 SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "scheduler": _scheduler,
     "agent": _agent,
@@ -113,6 +119,7 @@ SERVICES: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
     "storage": _storage,
     "appproxy": _appproxy,
     "serving": _serving,
+    "sealer": _sealer,
     "gateway": _gateway,
 }
 

@@ -26,6 +26,7 @@ from jetyard.runtime.data_dir import (
     kept_nats_port,
     ready_file,
     ready_pid,
+    seal_key,
     stop_orphaned_server,
 )
 from jetyard.runtime.health import ended, gateway_problem, http_problem, nats_problem, with_log
@@ -38,7 +39,7 @@ from schemas.settings import NatsSettings
 NATS = "nats-server"
 SERVICE_ORDER = (
     "projections", "tenancy", "storage", "appproxy", "scheduler", "agent", "serving",
-    "gateway",
+    "sealer", "gateway",
 )  # fmt: skip
 QUICK_DEATH_S = 5.0  # a service that dies sooner than this after starting is restarted...
 MAX_RESTART_DELAY_S = 60.0  # ...after a pause that doubles each time, up to this
@@ -122,6 +123,7 @@ class Stack:
                 "JETYARD_GATEWAY_JOIN_NATS_URL", self.server.url
             ),
             "JETYARD_GATEWAY_SECRETS_KEY": self.secrets_key,
+            "JETYARD_SEALER_KEY_FILE": str(seal_key(data)),
             READY_FILE_ENV: str(ready_file(data, name)),
         }
 

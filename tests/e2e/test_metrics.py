@@ -20,7 +20,8 @@ from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.metrics_support import Scraped, documented, family
 
 SERVICES = {
-    "projections", "tenancy", "scheduler", "agent", "storage", "appproxy", "serving", "gateway",
+    "projections", "tenancy", "scheduler", "agent", "storage", "appproxy", "serving", "sealer",
+    "gateway",
 }  # fmt: skip
 CREATE = """
 mutation($input: CreateSessionInput!) { createSession(input: $input) { status sessionId } }"""
@@ -153,6 +154,8 @@ def test_every_service_s_metrics_parse_and_agree_with_the_api(tmp_path: Path) ->
         last = pages["projections"].get("jetyard_log_last_sequence")
         appended = sum(p.total("jetyard_events_appended_total") for p in pages.values())
         assert appended == last  # every writer is one of these processes, none restarted
+        assert pages["sealer"].get("jetyard_seal_position") == last  # sealed within seconds
+        assert pages["sealer"].get("jetyard_seal_lag_events") == 0
         lag = pages["projections"].get("jetyard_consumer_lag", consumer="projections", kind="views")
         assert lag == 0
         for service, consumer, kind in (

@@ -22,6 +22,7 @@ import nats.js.errors
 from commands.bus import CommandBus
 from commands.messages import CreateSession
 from commands.outcome import Outcome
+from events.audit.invariants import InvariantReport, replay_log
 from events.bus import connect, ensure_streams
 from events.store import EventStore
 from events.writes import OutcomeUnknownError, UnavailableError
@@ -31,7 +32,6 @@ from schemas.tenancy import KeypairPolicyLimits
 from tests.integration.replica_burst import KEYPAIRS, Progress, create, follow
 from tests.integration.replica_support import agents, replicas, until
 from tests.nats_cluster_support import nats_cluster
-from tests.replay_check import ReplayReport, replay_log
 from tests.tenancy_support import make_tenancy
 
 
@@ -50,7 +50,7 @@ class Failover:
     progress: Progress
     outcomes: dict[str, Outcome | None]
     """Each create's outcome, read after the burst settled (None: none stored)."""
-    report: ReplayReport
+    report: InvariantReport
 
     def __str__(self) -> str:
         accepted = sum(1 for o in self.outcomes.values() if o is not None and o.accepted)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession
+from events.audit.invariants import ENDED, InvariantReport, replay_log
 from events.bus import Bus, connect
 from events.store import EventStore
 from events.tail import Tail
@@ -22,7 +23,6 @@ from schemas.settings import NatsSettings
 from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner
 from tests.integration.replica_support import IMAGE, agents, replicas, slots, until
-from tests.replay_check import ENDED, ReplayReport, replay_log
 from tests.tenancy_support import make_tenancy
 
 KEYPAIRS = 4
@@ -107,7 +107,7 @@ async def follow(bus: Bus, progress: Progress, timeout: float) -> None:
 
 async def burst(
     settings: NatsSettings, size: Size, leases: bool
-) -> tuple[Progress, ReplayReport, list[int]]:
+) -> tuple[Progress, InvariantReport, list[int]]:
     """Agents up, the burst sent, followed until done (or the size's timeout), everything
     stopped, the whole log replayed. Also returns each replica's pass writes."""
     timings: dict[str, float] = {}

@@ -2,7 +2,7 @@
 of low-priority sessions, then a burst of high-priority ones. Every high-priority session is
 placed exactly once, exactly one low-priority session is stopped for each (the fewest), no
 one across domains, and a replay of the whole log finds nothing over-allocated while the
-victims stopped (``tests.replay_check``)."""
+victims stopped (``events.audit.invariants``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from commands.bus import CommandBus
 from commands.messages import CreateSession
+from events.audit.invariants import replay_log
 from events.bus import Bus, connect
 from events.store import EventStore, decode
 from events.tail import Tail
@@ -24,7 +25,6 @@ from schemas.settings import NatsSettings
 from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
 from schemas.tenancy import GroupScheduling, KeypairPolicyLimits, SessionOwner
 from tests.integration.replica_support import IMAGE, agents, replicas, slots, until
-from tests.replay_check import replay_log
 from tests.tenancy_support import make_tenancy
 
 AGENTS = 4

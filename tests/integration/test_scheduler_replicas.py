@@ -1,8 +1,8 @@
 """Two scheduler replicas on one log never double-allocate: simulated node agents, a burst of
 sessions from a few keypairs, both replicas taking commands from one durable consumer and
 deciding passes over the same nodes, with admission leases on and with both forced active. The
-replay checker (``tests.replay_check``) then folds the whole log on its own: no violation, and
-every session scheduled exactly once.
+log's invariant check (``events.audit.invariants``) then folds the whole log on its own: no
+violation, and every session scheduled exactly once.
 
 Each run has a nats-server of its own, so "the whole log" is this run's log and nothing else.
 The agents are real ``NodeAgent``s with the simulated backend, in this process (200 of them

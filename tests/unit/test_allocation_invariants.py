@@ -1,14 +1,18 @@
-"""The replay checker on hand-made logs: a clean history passes, and each kind of violation is
-caught (a checker that cannot fail proves nothing)."""
+"""The log's invariant check (``events.audit.invariants``) on hand-made logs: a clean history
+passes, and each kind of violation is caught, with its rule and position (a checker that cannot
+fail proves nothing). Allocation, placement and preemption rules here; status transitions,
+quotas, decisions and undecodable events in ``test_invariants.py``."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from events.audit.invariants import InvariantReport, check
 from events.catalogue import Event
 from events.domain.agent import AgentRegistered, KernelStarted
 from events.domain.node import (
@@ -26,9 +30,9 @@ from events.domain.session import (
 )
 from events.envelope import StoredEvent
 from schemas.devices import DeviceInfo
+from schemas.ids import event_id_for
 from schemas.resources import ResourceSlots
 from schemas.session import KernelSpec, SessionSpec
-from tests.replay_check import ReplayReport, check
 from tests.unit.scenario import T0, envelope_of
 
 GIB = 1 << 30
@@ -42,13 +46,29 @@ class Log:
 
     def __init__(self) -> None:
         self.events: list[StoredEvent] = []
-        self._versions: dict[str, int] = {}
+        self._versions: dict[tuple[str, str], int] = {}
 
-    def add(self, aggregate_id: str, event: Event, **extra: Any) -> Log:
-        version = self._versions[aggregate_id] = self._versions.get(aggregate_id, 0) + 1
-        envelope = envelope_of(aggregate_id, version, event, T0)
+    def add(
+        self,
+        aggregate_id: str,
+        event: Event,
+        *,
+        cause: str | None = None,
+        at: datetime = T0,
+        **extra: Any,
+    ) -> Log:
+        """Append ``event``, decided from ``cause`` (one of its own unless given) at ``at``."""
+        key = (type(event).aggregate_type.value, aggregate_id)
+        version = self._versions[key] = self._versions.get(key, 0) + 1
+        cause = cause or f"cmd-{len(self.events) + 1}"
+        envelope = envelope_of(aggregate_id, version, event, at)
+        update: dict[str, Any] = {
+            "causation_id": cause,
+            "event_id": event_id_for(cause, key[0], aggregate_id, version),
+        }
         if extra:
-            envelope = envelope.model_copy(update={"payload": {**envelope.payload, **extra}})
+            update["payload"] = {**envelope.payload, **extra}
+        envelope = envelope.model_copy(update=update)
         self.events.append(StoredEvent(len(self.events) + 1, envelope))
         return self
 
@@ -80,7 +100,9 @@ class Log:
         devices: list[dict[str, Any]] | None = None,
     ) -> Log:
         event = ResourcesAllocated(kernel_id=kernel, session_id=session, slots=slots)
-        return self.add(node, event, **({"devices": devices} if devices is not None else {}))
+        if devices is None:
+            return self.add(node, event)
+        return self.add(node, event, devices=devices)
 
     def release(self, node: str, kernel: str) -> Log:
         return self.add(node, ResourcesReleased(kernel_id=kernel, reason="kernel exited"))
@@ -94,7 +116,7 @@ class Log:
     def end(self, session: str) -> Log:
         return self.add(session, SessionTerminated(reason="kernel exited", exit_code=0))
 
-    def report(self, *, settled: bool = True) -> ReplayReport:
+    def report(self, *, settled: bool = True) -> InvariantReport:
         return check(self.events, settled=settled)
 
 
@@ -102,10 +124,11 @@ def share(node: str, index: int, hundredths: int = 100, whole: bool = True) -> d
     return {"index": index, "uuid": f"{node}-gpu{index}", "hundredths": hundredths, "whole": whole}
 
 
-def only(report: ReplayReport, text: str) -> None:
-    """Exactly one violation, and it says ``text``."""
+def only(report: InvariantReport, text: str, rule: str | None = None) -> None:
+    """Exactly one violation, and it says ``text`` (under ``rule``)."""
     assert len(report.violations) == 1, report.violations
-    assert text in report.violations[0], report.violations
+    assert text in report.violations[0].text, report.violations
+    assert rule is None or report.violations[0].rule == rule, report.violations
 
 
 def test_a_clean_history_has_no_violations_and_is_counted() -> None:
@@ -127,9 +150,9 @@ def test_a_clean_history_has_no_violations_and_is_counted() -> None:
 def test_a_kernel_allocated_on_two_nodes() -> None:
     log = Log().node("n1").node("n2").placed("s1", "n1")
     report = log.allocate("n2", "s1-k0", "s1", ONE_GPU).report()
-    assert report.violations == [
-        "seq 8: kernel s1-k0 allocated on n2 while held on n1",
-        "seq 8: kernel s1-k0 allocated on n2 for s1; session s1 placed it on n1",
+    assert [str(v) for v in report.violations] == [
+        "seq 8 [double-allocation]: kernel s1-k0 allocated on n2 while held on n1",
+        "seq 8 [placement]: kernel s1-k0 allocated on n2 for s1; session s1 placed it on n1",
     ]
 
 
@@ -218,12 +241,13 @@ def test_devices_that_do_not_exist_or_do_not_add_up(
     devices: list[dict[str, Any]], text: str
 ) -> None:
     report = Log().node("n1").placed("s1", "n1", devices=devices).report()
-    assert any(text in v for v in report.violations), report.violations
+    assert any(text in v.text and v.rule == "device" for v in report.violations), report
 
 
 def test_a_session_scheduled_twice() -> None:
     log = Log().node("n1").placed("s1", "n1").schedule("s1", {"s1-k0": "n1"})
-    only(log.report(), "session s1 scheduled 2 times")
+    only(log.report(), "session s1: SCHEDULED -> SCHEDULED is not a transition", "transition")
+    assert log.report().violations[0].seq == len(log.events)
 
 
 def test_an_allocation_on_another_node_than_the_placement() -> None:
@@ -355,10 +379,11 @@ def test_a_requeued_session_placed_twice_or_with_its_old_kernels(again: str) -> 
     log.add("s1", SessionRequeued(reason="node-lost", kernel_ids=("s1-r1",), attempt=1))
     log.schedule("s1", {"s1-r1": "n2"}).allocate("n2", "s1-r1", "s1", ONE_GPU)
     log.schedule("s1", {again: "n2"})
-    assert any("scheduled 3 times" in v for v in log.report(settled=False).violations)
+    violations = log.report(settled=False).violations
+    assert any(v.rule == "transition" and v.seq == len(log.events) for v in violations)
 
 
 def test_a_session_requeued_while_not_placed() -> None:
     log = Log().node("n1").request("s1", ONE_GPU)
     log.add("s1", SessionRequeued(reason="?", kernel_ids=("s1-r1",), attempt=1))
-    only(log.report(settled=False), "requeued while not placed")
+    only(log.report(settled=False), "requeued while not placed (PENDING)", "transition")
