@@ -11,11 +11,16 @@ reported back as ``KernelStarted``); this client (uvloop), which writes the tena
 scheduled nor given a pending reason), and watches ``ev.session.*`` through a JetStream
 consumer. Projections do not run. The mix and the tenancy are in ``bench.sched_cluster``.
 
+With ``--seal`` a sealer runs too (``jetyard serve sealer``, a fresh key in the temporary
+directory, default settings: a seal per 1,000 events or 5 s), so that runs without and with it
+give the seal writer's cost; its CPU is reported with the other processes'.
+
 Sessions that are never scheduled (e.g. fractional GPUs before device-level placement) are
 counted and reported with their pending reasons; the rate counts scheduled sessions only.
 
 Run:  python -m bench.sched_scale [--agents 1000] [--sessions 20000]     (the full form)
       python -m bench.sched_scale --agents 100 --sessions 2000            (a short form)
+      python -m bench.sched_scale --agents 100 --sessions 2000 --seal     (the same, sealed)
 The last line is ``sessions_per_s: N``.
 """
 
@@ -48,6 +53,8 @@ from bench.sched_cluster import (
 from bench.sched_watch import Watch, follow, outcome_counts, report, wait_nodes
 from commands.bus import CommandBus
 from commands.messages import CreateSession
+from events.audit.log_io import last_seal
+from events.audit.seals import new_key_files
 from events.bus import Bus, connect, ensure_streams
 from events.store import EventStore
 from jetyard.runtime.natsserver import NatsServer, free_port
@@ -130,6 +137,13 @@ def run(args: argparse.Namespace) -> None:
                  "--gpus", str(args.gpus)],
                 env, Path(tmp) / "agents.log",
             )  # fmt: skip
+            if args.seal:
+                key_file = Path(tmp) / "sealer.key"
+                new_key_files(key_file)
+                children["sealer"] = start_child(
+                    [sys.executable, "-m", "jetyard.cli", "serve", "sealer"],
+                    {**env, "JETYARD_SEALER_KEY_FILE": str(key_file)}, Path(tmp) / "sealer.log",
+                )  # fmt: skip
             results.update(asyncio.run(_measure(settings, args, server, children, notes)))
             for child in children.values():
                 child.terminate()
@@ -146,11 +160,12 @@ def run(args: argparse.Namespace) -> None:
                     notes.append(f"{name}: {len(errors)} tracebacks in its log")
             server.stop()
     sync = "always" if args.sync_always else "default (2 min)"
+    sealer = ", sealer process" if args.seal else ""
     print(
         f"# sched_scale: {args.sessions} sessions, {args.agents} simulated agents x {args.gpus} "
         f"GPUs, {args.projects} projects/keypairs, admission on, window {args.window}\n"
         f"# layout: nats-server (file storage, R1, sync {sync}), scheduler process, agents "
-        "process (real NodeAgents, simulated backend), client process; no projections\n"
+        f"process (real NodeAgents, simulated backend), client process{sealer}; no projections\n"
         f"# group: {SCHEDULING.queue_policy.value}, {SCHEDULING.agent_selection.value}, "
         f"head of line {SCHEDULING.head_of_line.value}, fragmentation guard "
         f"{'on' if SCHEDULING.fragmentation_guard else 'off'}, {SCHEDULING.device_fill.value}"
@@ -213,6 +228,10 @@ async def _measure(
         placed / min(demand, capacity) * 100 if demand else 0.0
     )
     results.update(fragmentation(await read_cluster(bus)))
+    if "sealer" in children:
+        found = await last_seal(bus)
+        results["seals stored"] = found[1] if found is not None else 0
+        results["events sealed"] = found[0].last if found is not None else 0
     answers = await outcome_counts(bus, list(watch.commands.values()))
     results["creates accepted"] = answers.pop("accepted", 0)
     results["creates without an outcome"] = answers.pop("no outcome", 0)
@@ -272,6 +291,7 @@ def main() -> None:
     parser.add_argument("--sync-always", action="store_true", help="server fsyncs every write")
     parser.add_argument("--idle-s", type=float, default=5.0, help="idle CPU sample before")
     parser.add_argument("--quiet-s", type=float, default=5.0, help="stop after no change")
+    parser.add_argument("--seal", action="store_true", help="run a sealer process too")
     parser.add_argument("--max-wait-s", type=float, default=120.0, help="after the last send")
     args = parser.parse_args()
     import uvloop

@@ -14,6 +14,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import nats.errors
@@ -148,3 +149,14 @@ class DirectReader:
             for message in messages:
                 found[message.subject] = message
         return found
+
+    async def seq_before(self, at: datetime, subject: str) -> int:
+        """The position just before the first message on ``subject`` (wildcards too) stored
+        at or after ``at``; the last such message's position when none was."""
+        messages, _ = await self._request(
+            {"start_time": at.isoformat(), "next_by_subj": subject, "batch": 1}
+        )
+        if messages:
+            return messages[0].seq - 1
+        last = await self.last_of([subject])
+        return max((m.seq for m in last.values()), default=0)

@@ -34,6 +34,12 @@ class Role(StrEnum):
     ADMIN = "admin"  # a domain's administrator
     USER = "user"
     MONITOR = "monitor"  # reads, never acts
+    AUDITOR = "auditor"  # reads its domain and its domain's log, never acts
+    SUPERAUDITOR = "superauditor"  # reads every domain and the whole log, never acts
+
+
+READ_ONLY_ROLES = frozenset({Role.MONITOR, Role.AUDITOR, Role.SUPERAUDITOR})
+"""Roles that read and act on nothing: every mutation but logging in and out is refused."""
 
 
 class ScopeKind(StrEnum):

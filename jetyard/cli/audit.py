@@ -33,6 +33,7 @@ from events.audit.seals import (
 )
 from events.audit.verify import VerifyReport
 from events.bus import Bus, connect
+from jetyard.cli import audit_log
 from jetyard.cli.operator_target import data_dir, nats_settings
 from jetyard.runtime.data_dir import SEAL_KEY_FILE
 
@@ -200,8 +201,11 @@ def _with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def add_parser(sub: Any) -> None:
-    audit = sub.add_parser("audit", help="the sealed log: verify it, list its seals")
+    audit = sub.add_parser(
+        "audit", help="the log through the gateway (log, refusals); the sealed log (verify...)"
+    )
     actions = audit.add_subparsers(dest="action", required=True)
+    audit_log.add_parsers(actions)
     verify = _with_nats(
         actions.add_parser(
             "verify",
@@ -276,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
         return _restore(args)
     if args.command == "backup":
         return asyncio.run(_backup(args))
+    if args.action in ("log", "refusals"):
+        return audit_log.run(args)
     if args.action == "keygen":
         return _keygen(args)
     action = {"verify": _verify, "seals": _seals}[args.action]

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from jetyard.sdk.admin import Admin, Usage
+from jetyard.sdk.audit import Audit
 from jetyard.sdk.auth import Anonymous, Auth, BearerAuth, JetyardAuth, now
 from jetyard.sdk.config import Credentials, resolve
 from jetyard.sdk.endpoints import Endpoints
@@ -102,6 +103,11 @@ class AsyncClient:
     @property
     def admin(self) -> Admin:
         return Admin(self)
+
+    @property
+    def audit(self) -> Audit:
+        """The log as auditors read it, and refusals (``jetyard.sdk.audit``)."""
+        return Audit(self)
 
     @property
     def usage(self) -> Usage:

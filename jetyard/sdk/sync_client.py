@@ -23,6 +23,7 @@ from jetyard.sdk.async_client import AsyncClient
 from jetyard.sdk.auth import now
 from jetyard.sdk.config import Credentials, resolve
 from jetyard.sdk.models import ImagePull, KernelOutput, StatusChange
+from jetyard.sdk.models.audit import AuditEvent
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -119,6 +120,7 @@ class Client:
         self.registries = Registries(portal, self.aio)
         self.folders = Folders(portal, self.aio)
         self.endpoints = Endpoints(portal, self.aio)
+        self.audit = Audit(portal, self.aio)
 
     @classmethod
     def from_config(cls, credentials: Credentials | None = None, **options: Any) -> Client:
@@ -227,6 +229,19 @@ class Folders:
         self.upload, self.download = blocking(inner.upload), blocking(inner.download)
         self.ls, self.mkdir = blocking(inner.ls), blocking(inner.mkdir)
         self.rm, self.mv = blocking(inner.rm), blocking(inner.mv)
+
+
+class Audit:
+    """``AsyncClient.audit``, blocking (``events`` as a list: every page)."""
+
+    def __init__(self, portal: Portal, aio: AsyncClient) -> None:
+        inner, blocking = aio.audit, portal.blocking
+        self.page, self.refusals = blocking(inner.page), blocking(inner.refusals)
+
+        async def every(**filters: Any) -> list[AuditEvent]:
+            return [event async for event in inner.events(**filters)]
+
+        self.events = blocking(every)
 
 
 class Endpoints:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from strawberry.tools import merge_types
 
 from services.gateway.admin_api.schema import AdminMutation, AdminQuery
+from services.gateway.audit.log import AuditLogQuery
 from services.gateway.audit.queries import AccessLogQuery, EventLogQuery
 from services.gateway.auth.mutations import AccountMutation
+from services.gateway.auth.read_only import ReadOnlyRoles
 from services.gateway.cluster.queries import ClusterQuery
 from services.gateway.cluster.subscriptions import ClusterSubscription
 from services.gateway.endpoints.mutations import EndpointMutation
@@ -48,6 +50,7 @@ Query = merge_types(
         UsageQuery,
         ClusterQuery,
         EventLogQuery,
+        AuditLogQuery,
         RegistryQuery,
         EndpointQuery,
     ),
@@ -79,5 +82,5 @@ schema = JetyardSchema(
             PullSubscription,
         ),
     ),
-    extensions=[*limits(), WebSocketRateLimit, ErrorCodes],
+    extensions=[*limits(), WebSocketRateLimit, ReadOnlyRoles, ErrorCodes],
 )

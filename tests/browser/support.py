@@ -43,16 +43,18 @@ class Researcher:
     password: str = PASSWORD
 
 
-def add_researcher(stack: Jetyard, name: str) -> Researcher:
-    """A user of the default domain and project, with a keypair (made by the superadmin)."""
+def add_researcher(stack: Jetyard, name: str, role: str = "user") -> Researcher:
+    """A person of the default domain and project (a user unless ``role`` says otherwise),
+    with a keypair (made by the superadmin)."""
     email = f"{name}@example.org"
     created = stack.gql(
-        """mutation($e: String!, $pw: String!, $p: [ID!]) {
-             createUser(email: $e, password: $pw, domain: "default", role: "user", projects: $p)
+        """mutation($e: String!, $pw: String!, $p: [ID!], $r: String!) {
+             createUser(email: $e, password: $pw, domain: "default", role: $r, projects: $p)
              { id } }""",
         e=email,
         pw=PASSWORD,
         p=[project_id_for("default", "default")],
+        r=role,
     )
     assert "errors" not in created, created
     user_id = created["data"]["createUser"]["id"]

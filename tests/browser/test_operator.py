@@ -20,7 +20,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from jetyard.runtime.natsserver import free_port
-from tests.browser.support import Researcher, Watch, shot, sign_in
+from jetyard.sdk.auth import JetyardAuth
+from tests.browser.support import Researcher, Watch, add_researcher, shot, sign_in
 from tests.e2e.conftest import TEST_IMAGE, Jetyard, wait_until
 from tests.integration.test_usage_gateway import as_csv
 
@@ -251,6 +252,39 @@ def test_a_session_s_event_log_opens_filters_and_grows_live(
     expect(log.locator("tr[data-name='ResourcesAllocated']").first).to_be_visible()
     shot(page, "operator-audit-node")
     assert not watch.errors
+
+
+def test_an_auditor_reads_the_log_filters_it_and_cannot_act(
+    page: Page, watch: Watch, gpu_stack: Jetyard, sessions: list[str]
+) -> None:
+    session = create(gpu_stack, sessions, type="batch", command=["exit", "0"], name="audited-2")
+    auditor = add_researcher(gpu_stack, f"auditor-{session[:6]}", role="auditor")
+    sign_in(page, gpu_stack.url, auditor)
+    expect(page.locator("nav a[href='#/operate/log']")).to_be_visible()
+    page.goto(f"{gpu_stack.url}/console/#/operate/log")
+    rows = page.locator("#op-auditlog-rows tr")
+    expect(rows.first).to_be_visible()
+    page.select_option("#op-auditlog-filter select[name=type]", "session")
+    page.fill("#op-auditlog-filter input[name=id]", session)
+    page.click("#op-auditlog-filter button[type=submit]")
+    expect(page.locator("#op-auditlog-rows tr[data-name='SessionRequested']")).to_be_visible()
+    names = rows.evaluate_all("rows => rows.map(r => r.dataset.name)")
+    assert names[0] == "SessionRequested" and len(names) >= 2, names
+    assert set(rows.evaluate_all("rows => rows.map(r => r.dataset.domain)")) == {"default"}
+    shot(page, "auditor-log")
+    refused = as_auditor(
+        gpu_stack, auditor, 'mutation { createVFolder(input: {name: "x"}) { status } }'
+    )
+    assert refused["errors"][0]["extensions"]["code"] == "forbidden"
+    assert not watch.errors
+
+
+def as_auditor(stack: Jetyard, who: Researcher, query: str) -> Any:
+    answer = httpx.post(
+        f"{stack.url}/graphql", json={"query": query},
+        auth=JetyardAuth(who.access_key, who.secret_key), timeout=30,
+    )  # fmt: skip
+    return answer.json()
 
 
 def test_people_projects_keypairs_and_policies_are_listed(

@@ -98,7 +98,7 @@ def test_a_crash_looping_service_keeps_up_from_saying_it_is_up_and_the_rest_runs
     tmp_path: Path,
 ) -> None:
     # An agent setting it refuses: the agent dies at every start, nothing else does.
-    env = {"JETYARD_AGENT_CPU": "-1", "JETYARD_UP_START_TIMEOUT_S": "15"}
+    env = {"JETYARD_AGENT_CPU": "-1", "JETYARD_UP_START_TIMEOUT_S": "30"}
     stack = Jetyard(tmp_path / "data", free_port(), "simulated", env=env).start()
     not_up = stack.wait_output("Jetyard is NOT up after", timeout=60)
     said = stack.output()

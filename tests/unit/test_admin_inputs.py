@@ -149,7 +149,10 @@ def test_storage_policy_and_kinds_not_mixed() -> None:
 def test_words() -> None:
     assert choice("role", " Admin ", Role) is Role.ADMIN
     assert choice("allowedSessionTypes", "batch", SessionType) is SessionType.BATCH
-    roles = "role must be one of superadmin | admin | user | monitor, got 'root'"
+    roles = (
+        "role must be one of superadmin | admin | user | monitor | auditor | superauditor, "
+        "got 'root'"
+    )
     with pytest.raises(InputError, match=re.escape(roles)):
         choice("role", "root", Role)
 

@@ -1,10 +1,11 @@
 """The audit queries: who did what. ``eventLog``: the events of one session, node or agent as
-the log holds them, a page at a time, optionally only some event names; superadmins read any, a
-domain's administrators their domain's sessions; environment values (``env``) are shown by name
-only: they may hold secrets. ``accessLog``: the requests and WebSocket connections the gateway
-recorded (``core.access_log``); superadmins read every domain's, a domain's administrators and
-monitors theirs. Reads ``ev.<aggregate>.<id>`` with batched direct gets, and ``JY_ACCESS``;
-writes nothing."""
+the log holds them, a page at a time, optionally only some event names; superadmins and
+superauditors read any, a domain's administrators and auditors their domain's sessions;
+environment values (``env``) are shown by name only: they may hold secrets. ``accessLog``: the
+requests and WebSocket connections the gateway recorded (``core.access_log``); superadmins and
+superauditors read every domain's, a domain's administrators, monitors and auditors theirs
+(``refusedOnly``: the refusals alone). Reads ``ev.<aggregate>.<id>`` with batched direct gets,
+and ``JY_ACCESS``; writes nothing. The whole log, filtered: ``log.py`` (``auditLog``)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from graphql import GraphQLError
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from commands.authorisation import Principal, can_read_domain
+from commands.authorisation import LOG_READERS, Principal, can_read_domain
 from events.direct import DirectReader, RawMessage
 from events.store import decode
 from schemas.ids import check_token
 from schemas.subjects import EVENT_NAME_HEADER, EVENTS_STREAM, AggregateType, event_subject
-from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, who
 from services.gateway.core.session_owners import owner_on_log
 
@@ -89,11 +89,13 @@ def _invalid(message: str) -> GraphQLError:
 async def _authorise(
     info: Info[Context, Any], me: Principal, kind: AggregateType, ident: str
 ) -> None:
-    if me.is_superadmin:
+    if me.reads_every_domain:
         return
-    if kind is not AggregateType.SESSION or me.role is not Role.ADMIN:
+    if kind is not AggregateType.SESSION or me.role not in LOG_READERS:
         raise forbidden(
-            info, "only superadmins read nodes' and agents' events; domain admins, sessions'"
+            info,
+            "only superadmins and superauditors read nodes' and agents' events; domain admins "
+            "and auditors, sessions'",
         )
     owner = await owner_on_log(ctx_of(info), ident)
     if owner is None or owner.domain != me.domain:
@@ -117,7 +119,8 @@ class AccessEntry:
 class AccessLogQuery:
     @strawberry.field(
         description="Requests and WebSocket connections, oldest first from `since` or after "
-        "`after` (a seq). Superadmins see every domain (or one), domain admins and monitors theirs."
+        "`after` (a seq). Superadmins and superauditors see every domain (or one), domain "
+        "admins, monitors and auditors theirs. `refusedOnly`: only what was refused."
     )
     async def access_log(
         self,
@@ -126,9 +129,10 @@ class AccessLogQuery:
         after: int | None = None,
         since: datetime | None = None,
         domain: str | None = None,
+        refused_only: bool = False,
     ) -> list[AccessEntry]:
         principal = who(info)
-        if principal.is_superadmin:
+        if principal.reads_every_domain:
             scope = domain
         elif can_read_domain(principal, principal.domain) and domain in (None, principal.domain):
             scope = principal.domain
@@ -137,7 +141,11 @@ class AccessLogQuery:
         records = await ctx_of(info).services.access.read(
             domain=scope, after_seq=after or 0, since=since, first=first
         )
-        return [AccessEntry(seq=seq, **record.model_dump()) for seq, record in records]
+        return [
+            AccessEntry(seq=seq, **record.model_dump())
+            for seq, record in records
+            if not refused_only or record.outcome != "ok"
+        ]
 
 
 @strawberry.type

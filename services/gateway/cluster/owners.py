@@ -29,4 +29,4 @@ class People:
 
 
 def sees(me: Principal, domain: str | None) -> bool:
-    return me.is_superadmin or (domain is not None and domain == me.domain)
+    return me.reads_every_domain or (domain is not None and domain == me.domain)

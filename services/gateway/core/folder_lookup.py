@@ -11,20 +11,19 @@ from typing import Any
 from graphql import GraphQLError
 from strawberry.types import Info
 
-from commands.authorisation import Principal, can_administer_domain, can_read_domain
+from commands.authorisation import DOMAIN_READERS, Principal, can_administer_domain, can_read_domain
 from projections.folders.queries import Scope
 from projections.folders.tables import FolderRecord
 from schemas.ids import TOKEN_PATTERN
-from schemas.tenancy import Role
 from schemas.vfolder import FolderStatus, OwnerKind, Permission, folder_name_problem
 from services.gateway.context import Context, ctx_of, who
 
 
 def scope_of(me: Principal) -> Scope:
     """The folders a caller's listing may hold (the filter is the authorisation)."""
-    if me.is_superadmin:
+    if me.reads_every_domain:
         return Scope()
-    if me.role in (Role.ADMIN, Role.MONITOR):
+    if me.role in DOMAIN_READERS:
         return Scope(domain=me.domain)
     return Scope(user_id=me.user_id, projects=me.projects)
 

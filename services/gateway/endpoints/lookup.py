@@ -11,20 +11,19 @@ from typing import Any
 from graphql import GraphQLError
 from strawberry.types import Info
 
-from commands.authorisation import Principal, can_act_on_session, can_read_session
+from commands.authorisation import DOMAIN_READERS, Principal, can_act_on_session, can_read_session
 from projections.endpoints.queries import Scope
 from projections.endpoints.tables import EndpointRecord
 from schemas.ids import TOKEN_PATTERN
 from schemas.serving import EndpointStatus, endpoint_id_for, endpoint_name_problem
-from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, who
 
 
 def scope_of(me: Principal) -> Scope:
     """The endpoints a caller's listing may hold (the filter is the authorisation)."""
-    if me.is_superadmin:
+    if me.reads_every_domain:
         return Scope()
-    if me.role in (Role.ADMIN, Role.MONITOR):
+    if me.role in DOMAIN_READERS:
         return Scope(domain=me.domain)
     return Scope(user_id=me.user_id)
 

@@ -31,7 +31,6 @@ from commands.serving.messages import (
 )
 from projections.endpoints.tables import EndpointRecord
 from schemas.serving import Rollout, Scaling, endpoint_id_for, token_text
-from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.core.charged_project import charged_project
 from services.gateway.core.inputs import InputError
@@ -74,8 +73,8 @@ class CreateEndpointInput:
 
 def acting(info: Info[Context, Any]) -> Principal:
     me = who(info)
-    if me.role is Role.MONITOR:
-        raise forbidden(info, "monitors read endpoints; they do not change them")
+    if me.read_only:
+        raise forbidden(info, f"{me.role.value}s read endpoints; they do not change them")
     return me
 
 

@@ -30,7 +30,7 @@ from commands.folders.messages import (
     TrashVFolder,
 )
 from commands.messages import Command, explain
-from schemas.tenancy import Role, email_digest, user_id_for
+from schemas.tenancy import email_digest, user_id_for
 from schemas.vfolder import OwnerKind, Permission, UsageMode
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.core.folder_lookup import visible, visible_folder
@@ -72,8 +72,8 @@ def whole_bytes(value: float | None, what: str) -> int | None:
 
 def acting(info: Info[Context, Any]) -> Principal:
     me = who(info)
-    if me.role is Role.MONITOR:
-        raise forbidden(info, "monitors read folders; they do not change them")
+    if me.read_only:
+        raise forbidden(info, f"{me.role.value}s read folders; they do not change them")
     return me
 
 

@@ -17,7 +17,6 @@ from commands.authorisation import can_act_on_session, can_create_session
 from commands.messages import TerminateSession
 from schemas.ids import check_token, session_id_for
 from schemas.session import SessionType
-from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 from services.gateway.core.charged_project import charged_project
 from services.gateway.core.inputs import InputError
@@ -104,8 +103,8 @@ class SessionMutation:
     ) -> CommandOutcome:
         ctx = ctx_of(info)
         principal = who(info)
-        if principal.role is Role.MONITOR:
-            raise forbidden(info, "monitors cannot create sessions")
+        if principal.read_only:
+            raise forbidden(info, f"{principal.role.value}s cannot create sessions")
         project_id = charged_project(ctx, principal, input.project, "session")
         if not can_create_session(principal, project_id):
             raise forbidden(info, "you are not a member of that project")

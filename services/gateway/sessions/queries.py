@@ -42,7 +42,7 @@ class SessionQuery:
         if not 1 <= first <= MAX_PAGE:
             raise GraphQLError(f"first must be between 1 and {MAX_PAGE}, got {first}")
         # The filter is the authorisation: a user's page never holds anyone else's rows.
-        domain = None if principal.is_superadmin else principal.domain
+        domain = None if principal.reads_every_domain else principal.domain
         user_id = principal.user_id if principal.role is Role.USER else None
         views = ctx_of(info).views
         seq = await views.position()  # before the page: the page holds at least this much

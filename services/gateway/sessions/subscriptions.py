@@ -143,7 +143,7 @@ class SessionsSubscription:
             lambda owner: can_read_session(me, owner),
             [str(p) for p in pending or []],
             after=after,
-            reads_all=me.is_superadmin,
+            reads_all=me.reads_every_domain,
         ):
             check_still_valid(ctx)
             yield batch

@@ -91,7 +91,7 @@ def scope_of(me: Principal, ask: UsageAsk, services: Services) -> UsageScope | N
     """The report's scope for this caller; None when the filters name what they may not see
     (answered as no use at all, as for anything another tenant owns)."""
     domain, user_id = ask.domain, ask.user_id
-    if not me.is_superadmin:
+    if not me.reads_every_domain:
         if domain not in (None, me.domain):
             return None
         domain = me.domain

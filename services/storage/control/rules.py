@@ -64,8 +64,8 @@ def decide(cmd: Any, world: World, now: datetime) -> Decision:
     who = world.directory.principal(cmd.actor)
     if who is None:
         return Rejected(Code.FORBIDDEN, "only a signed-in person acts on folders")
-    if who.role is Role.MONITOR:
-        return Rejected(Code.FORBIDDEN, "monitors read; they do not change folders")
+    if who.read_only:
+        return Rejected(Code.FORBIDDEN, f"{who.role.value}s read; they do not change folders")
     try:
         return DECIDERS[type(cmd)](cmd, world, who, now)
     except DomainError as exc:

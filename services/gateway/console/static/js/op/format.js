@@ -32,4 +32,4 @@ export function mayOperateNodes(viewer) {
 }
 
 export const OPERATORS = ["superadmin", "admin", "monitor"];
-export const AUDITORS = ["superadmin", "admin"];
+export const AUDITORS = ["superadmin", "admin", "superauditor", "auditor"];

@@ -12,5 +12,6 @@ import "./op-cluster.js";
 import "./op-queue.js";
 import "./op-usage.js";
 import "./op-events.js";
+import "./op-log.js";
 import "./op-people.js";
 import "./op-images.js";

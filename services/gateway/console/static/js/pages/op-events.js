@@ -82,7 +82,7 @@ definePage({
   title: "Audit trail",
   roles: AUDITORS,
   async render({ root, viewer }) {
-    picker(root, viewer.role === "superadmin" ? (await gql(NODES)).nodes : null);
+    picker(root, ["superadmin", "superauditor"].includes(viewer.role) ? (await gql(NODES)).nodes : null);
   },
 });
 
