@@ -34,7 +34,7 @@ from events.audit.seals import (
 from events.audit.verify import VerifyReport
 from events.bus import Bus, connect
 from jetyard.cli import audit_log
-from jetyard.cli.operator_target import data_dir, nats_settings
+from jetyard.cli.operator_target import data_dir, nats_settings, with_nats_options
 from jetyard.runtime.data_dir import SEAL_KEY_FILE
 
 COMMANDS = ("audit", "backup", "restore")
@@ -189,24 +189,13 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument(
-        "--data-dir",
-        help="the stack whose data directory this is (env JETYARD_DATA_DIR; default: "
-        "the running `jetyard up`)",
-    )
-    p.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
-    p.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
-    return p
-
-
 def add_parser(sub: Any) -> None:
     audit = sub.add_parser(
         "audit", help="the log through the gateway (log, refusals); the sealed log (verify...)"
     )
     actions = audit.add_subparsers(dest="action", required=True)
     audit_log.add_parsers(actions)
-    verify = _with_nats(
+    verify = with_nats_options(
         actions.add_parser(
             "verify",
             help="check the log (or a backup) against its seals; name the first position "
@@ -236,9 +225,9 @@ def add_parser(sub: Any) -> None:
         "keygen", help="make a sealing key: PATH (private) and PATH.pub (for auditors)"
     )
     keygen.add_argument("path", metavar="PATH")
-    seals = _with_nats(actions.add_parser("seals", help="the seals, as JSON lines"))
+    seals = with_nats_options(actions.add_parser("seals", help="the seals, as JSON lines"))
     seals.add_argument("--last", type=int, metavar="N", help="only the last N")
-    backup = _with_nats(
+    backup = with_nats_options(
         sub.add_parser("backup", help="write a sealed copy of the log (and kept buckets) to FILE")
     )
     backup.add_argument("file", metavar="FILE")

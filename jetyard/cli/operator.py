@@ -22,7 +22,7 @@ from events.quarantine import Quarantine
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef
-from jetyard.cli.operator_target import nats_settings, projection_settings
+from jetyard.cli.operator_target import nats_settings, projection_settings, with_nats_options
 from jetyard.runtime.natsserver import NatsServer
 from schemas.subjects import AggregateType
 
@@ -178,20 +178,9 @@ def _asyncapi(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_nats(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument(
-        "--data-dir",
-        help="the stack whose data directory this is (env JETYARD_DATA_DIR; default: "
-        "the running `jetyard up`)",
-    )
-    p.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
-    p.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
-    return p
-
-
 def add_stream_parsers(sub: Any) -> None:
     """``streams`` and ``log``."""
-    _with_nats(sub.add_parser("streams", help="create or update every stream and bucket"))
+    with_nats_options(sub.add_parser("streams", help="create or update every stream and bucket"))
     made = sub.add_parser(
         "bootstrap",
         help="the first superadmin, for an installation run with `jetyard serve` "
@@ -200,7 +189,7 @@ def add_stream_parsers(sub: Any) -> None:
     made.add_argument("--data-dir", required=True, help="where admin.json is written")
     made.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
     made.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
-    log = _with_nats(
+    log = with_nats_options(
         sub.add_parser("log", help="replay the event log as JSON lines with their seq (audit)")
     )
     log.add_argument("--from-seq", type=int, default=1, help="first stream sequence to print")
@@ -209,9 +198,9 @@ def add_stream_parsers(sub: Any) -> None:
 
 def add_view_parsers(sub: Any) -> None:
     """``projections`` and ``quarantine``."""
-    projections = _with_nats(sub.add_parser("projections", help="read-model maintenance"))
+    projections = with_nats_options(sub.add_parser("projections", help="read-model maintenance"))
     projections.add_argument("action", choices=["rebuild"], help="rebuild every view from the log")
-    quarantine = _with_nats(
+    quarantine = with_nats_options(
         sub.add_parser("quarantine", help="events consumers could not fold (list, release)")
     )
     quarantine.add_argument("action", choices=["list", "release"], nargs="?", default="list")

@@ -51,3 +51,16 @@ def projection_settings(args: argparse.Namespace) -> ProjectionSettings:
     where = data_dir(args)
     record = recorded(where)  # none: ProjectionSettings' own default, views.db in ``where``
     return ProjectionSettings(data_dir=where, database_url=record.views_url if record else "")
+
+
+def with_nats_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options that name the stack a command acts on (``--data-dir``, ``--url``,
+    ``--token``), added to ``p``."""
+    p.add_argument(
+        "--data-dir",
+        help="the stack whose data directory this is (env JETYARD_DATA_DIR; default: "
+        "the running `jetyard up`)",
+    )
+    p.add_argument("--url", help="NATS URL instead (env JETYARD_NATS_URL)")
+    p.add_argument("--token", help="NATS token (env JETYARD_NATS_TOKEN)")
+    return p

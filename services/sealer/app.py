@@ -37,15 +37,19 @@ async def run(settings: SealerSettings, nats: NatsSettings, stop: asyncio.Event)
 
         metrics.before_scrape(read_end)
         work = asyncio.create_task(sealer.run(stop), name="sealer")
+        stopping = asyncio.create_task(stop.wait(), name="sealer:stop")
         try:
             async with metrics_listener(
                 metrics, settings.metrics_host, settings.metrics_port, "sealer"
             ):
-                await stop.wait()
+                await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if work.done():
+                    work.result()  # a sealer that cannot go on (a forged seal) ends the process
         finally:
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
+            for task in (work, stopping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await sealer.close()
     finally:
         await bus.close()
