@@ -10,6 +10,7 @@ after another in this process (asyncio, as the CLI runs):
 
   raw read      ``read_messages`` over the whole log, nothing else (the baseline)
   direct read   the same through batched direct gets, one wait per 1,024 (for comparison)
+  push read     the same through an ordered push consumer with a callback (for comparison)
   seal          an in-process ``Sealer`` (fresh Ed25519 key, a seal per 1,000 events)
                 catching up from the log's start until a seal covers its end
   verify        ``verify_log``: the seals' signatures and the chain over every message
@@ -123,6 +124,32 @@ async def direct_read(bus: Bus) -> tuple[int, str]:
     return read, f"{requests} requests of {MAX_BATCH}"
 
 
+async def push_read(bus: Bus) -> tuple[int, str]:
+    """The same log through an ordered push consumer whose callback takes each message (no
+    await per message, as the pull ``fetch`` under ``read_messages`` does): for comparison."""
+    end, read = await stream_end(bus), 0
+    done = asyncio.Event()
+
+    async def take(msg: Msg) -> None:
+        nonlocal read
+        seq = msg.metadata.sequence.stream
+        if seq <= end:
+            RawMessage(seq, msg.subject, msg.data, msg.headers or {})
+            read += 1
+        if seq >= end:
+            done.set()
+
+    sub = await bus.js.subscribe(
+        events_of(), stream=EVENTS_STREAM, ordered_consumer=True, cb=take,
+        pending_msgs_limit=65_536,
+    )  # fmt: skip
+    try:
+        await done.wait()
+    finally:
+        await sub.unsubscribe()
+    return read, "ordered_consumer=True, a callback"
+
+
 async def _direct_batch(bus: Bus, start: int) -> list[RawMessage]:
     got: list[RawMessage] = []
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -213,6 +240,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> Run:
         await run.timed("write", write)
         await run.timed("raw read", lambda: raw_read(bus))
         await run.timed("direct read", lambda: direct_read(bus))
+        await run.timed("push read", lambda: push_read(bus))
         await run.timed("seal", lambda: seal_all(bus, key, tmp))
         await run.timed("verify", lambda: verify(bus, keys))
         await run.timed("invariants", lambda: invariants(bus))
