@@ -39,11 +39,10 @@ class PushTail:
     """``JY_EVENTS`` from a position on, in order, through an ordered push consumer (the
     client library recreates it after a gap or a lost consumer, from the next position).
 
-    For readers faster than the server pushes (hashing, writing a file): the client holds what
-    the reader has not taken yet with no limit, since nats-py drops a message past its limits
-    *after* counting it delivered, which the ordered consumer cannot notice. A reader slower
-    than the push would hold the log in memory: the sealer, which publishes as it goes, reads
-    with ``events.tail`` instead."""
+    For readers faster than the server pushes (hashing, writing a file, the sealer): the client
+    holds what the reader has not taken yet with no limit, since nats-py drops a message past
+    its limits *after* counting it delivered, which the ordered consumer cannot notice (a
+    silent gap). What it holds is what the reader lags by: a batch or two for these."""
 
     def __init__(self, bus: Bus, *, from_seq: int = 1) -> None:
         self._bus = bus

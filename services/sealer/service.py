@@ -23,12 +23,11 @@ import nats.errors
 import nats.js.errors
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from events.audit.chain import Chain, LogMessage
-from events.audit.log_io import BATCH, last_seal
+from events.audit.chain import Chain
+from events.audit.log_io import PushTail, last_seal
 from events.audit.seals import NO_PREVIOUS, Seal, sign
 from events.bus import Bus
-from events.tail import Tail
-from schemas.subjects import SEALS_STREAM, SEALS_SUBJECT, events_of
+from schemas.subjects import SEALS_STREAM, SEALS_SUBJECT
 from services.sealer.settings import SealerSettings
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ class Sealer:
         self.lost = 0
         """Seals another sealer stored first."""
         self._first_unsealed_at: float | None = None
-        self._tail: Tail | None = None
+        self._tail: PushTail | None = None
 
     async def resume(self) -> None:
         """Go on from the newest seal (or the log's start)."""
@@ -76,9 +75,7 @@ class Sealer:
         self._first_unsealed_at = None
         if self._tail is not None:
             await self._tail.close()
-        self._tail = Tail(
-            self.bus, from_seq=self.chain.position + 1, subjects=[events_of()], batch=BATCH
-        )
+        self._tail = PushTail(self.bus, from_seq=self.chain.position + 1)
         log.info(
             "sealer resumes after seal %d at position %d",
             self.last.number if self.last else 0, self.chain.position,
@@ -97,8 +94,8 @@ class Sealer:
     async def step(self) -> None:
         """Read what the log has, and seal if it is time."""
         assert self._tail is not None
-        for raw in await self._tail.fetch_raw(self._wait()):
-            self.chain.add(LogMessage(raw.seq, raw.subject, raw.headers, raw.data))
+        for message in await self._tail.fetch(self._wait()):
+            self.chain.add(message)
             if self._first_unsealed_at is None:
                 self._first_unsealed_at = time.monotonic()
             if self.chain.count >= self.settings.every_events and await self.seal() is None:
