@@ -6,20 +6,33 @@ or a reader still following the log breaks a later test, in whatever order they 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Set
+
+from nats.js.api import ConsumerInfo
 
 from events.bus import Bus
 
 PAGE = 256  # the server's page size for consumer lists
+ATTEMPTS = 4
 
 
 async def consumer_names(bus: Bus, stream: str) -> set[str]:
     names: set[str] = set()
     while True:
-        page = await bus.js.consumers_info(stream, offset=len(names))
+        page = await _page(bus, stream, len(names))
         names.update(info.name for info in page)
         if len(page) < PAGE:
             return names
+
+
+async def _page(bus: Bus, stream: str, offset: int) -> list[ConsumerInfo]:
+    """One page of the list, asked again when the server does not answer in time: on a
+    machine busy tearing down an end-to-end stack the first ask may wait past the timeout."""
+    for _ in range(ATTEMPTS - 1):
+        with contextlib.suppress(TimeoutError):  # nats-py raises its own subclass
+            return await bus.js.consumers_info(stream, offset=offset)
+    return await bus.js.consumers_info(stream, offset=offset)
 
 
 def running_tasks() -> set[asyncio.Task[object]]:
