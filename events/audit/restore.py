@@ -27,6 +27,7 @@ from events.audit.log_io import stream_end
 from events.audit.seals import Seal
 from events.audit.verify import VerifyReport
 from events.bus import Bus
+from events.store import EXPECTED_HEADER
 from schemas.subjects import EVENTS_STREAM, SEALS_STREAM, SEALS_SUBJECT
 
 WINDOW = 256
@@ -121,7 +122,7 @@ async def _write_seals(bus: Bus, seals: list[Seal]) -> int:
     for at, seal in enumerate(seals):
         ack = await bus.js.publish(
             SEALS_SUBJECT, seal.to_bytes(), stream=SEALS_STREAM,
-            headers={"Nats-Expected-Last-Subject-Sequence": str(at)},
+            headers={EXPECTED_HEADER: str(at)},
         )  # fmt: skip
         if ack.seq != at + 1:
             raise BackupError(f"seal {seal.number} was stored at {ack.seq}")

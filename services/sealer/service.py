@@ -27,13 +27,12 @@ from events.audit.chain import Chain
 from events.audit.log_io import PushTail, last_seal
 from events.audit.seals import NO_PREVIOUS, Seal, sign
 from events.bus import Bus
+from events.store import EXPECTED_HEADER, WRONG_LAST_SEQUENCE
 from schemas.subjects import SEALS_STREAM, SEALS_SUBJECT
 from services.sealer.settings import SealerSettings
 
 log = logging.getLogger(__name__)
 
-EXPECTED_HEADER = "Nats-Expected-Last-Subject-Sequence"
-WRONG_LAST_SEQUENCE = 10071
 RETRY_S = 1.0
 
 

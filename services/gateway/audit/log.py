@@ -33,13 +33,9 @@ from schemas.subjects import (
     event_subject,
     events_of,
 )
-from services.gateway.audit.queries import redact
+from services.gateway.audit.queries import BATCH, MAX_NAMES, MAX_PAGE, MAX_SCAN, redact
 from services.gateway.context import Context, ctx_of, forbidden, invalid, who
 
-MAX_PAGE = 500
-MAX_NAMES = 32
-BATCH = 256
-MAX_SCAN = 5000
 STORED_AT = "Nats-Time-Stamp"
 
 

@@ -17,7 +17,7 @@ from graphql import GraphQLError
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from commands.authorisation import LOG_READERS, Principal, can_read_domain
+from commands.authorisation import LOG_READERS, Principal, can_read_domain, can_read_log
 from events.direct import DirectReader, RawMessage
 from events.store import decode
 from schemas.ids import check_token
@@ -98,7 +98,7 @@ async def _authorise(
             "and auditors, sessions'",
         )
     owner = await owner_on_log(ctx_of(info), ident)
-    if owner is None or owner.domain != me.domain:
+    if owner is None or not can_read_log(me, owner.domain):
         raise GraphQLError(f"there is no session {ident}", extensions={"code": "not-found"})
 
 
