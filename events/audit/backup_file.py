@@ -104,6 +104,9 @@ class BackupReader:
         except (KeyError, TypeError, ValueError) as exc:
             self.close()
             raise BackupError(f"{path} line 1: a header without {exc}") from exc
+        if min(self.header.log_end, self.header.sealed_to, self.header.seals) < 0:
+            self.close()
+            raise BackupError(f"{path} line 1: a negative position or count in the header")
         self.seals = list(self._seals())
 
     def messages(self) -> Iterator[LogMessage]:
@@ -114,6 +117,8 @@ class BackupReader:
                     isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
                 ):
                     raise TypeError("headers must map names to strings")
+                if int(line["seq"]) < 1:
+                    raise ValueError(f"position {line['seq']} (positions start at 1)")
                 yield LogMessage(
                     int(line["seq"]), str(line["subject"]), headers,
                     base64.b64decode(line["data"], validate=True),

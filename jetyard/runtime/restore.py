@@ -37,6 +37,8 @@ def restore_into(
     unsealed: bool = False,
 ) -> Restored:
     report = check_backup(backup, keys, unsealed=unsealed)  # before anything is made
+    if secrets_key is None and not (data_dir / SECRETS_KEY_FILE).exists():
+        _keep_secrets_key(data_dir, None)  # refuses, saying what to give
     data_dir.mkdir(parents=True, exist_ok=True)
     lock = DataDirLock(data_dir)
     lock.acquire()
