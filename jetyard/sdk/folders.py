@@ -14,6 +14,7 @@ with the server's message.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from jetyard.sdk.files import FolderFiles
 from jetyard.sdk.models import FOLDER_FIELDS, VFolder
 from jetyard.sdk.transfer import Access, Entry, Progress
 from jetyard.sdk.wire import Caller, arguments, literal
+
+APPEAR_WAIT_S = 15.0  # how long an accepted folder may take to show in the views
 
 
 class Folders:
@@ -138,9 +141,21 @@ class Folders:
         }
         given = {k: v for k, v in fields.items() if v is not None}
         created = await self._mutate("createVFolder", input=given)
-        if created is None:
-            raise JetyardError(f"folder {name} was created but is not visible yet")
-        return created
+        return created if created is not None else await self._appearing(name)
+
+    async def _appearing(self, folder: str) -> VFolder:
+        """The accepted folder once the gateway's views hold it: a loaded gateway answers
+        a mutation after its bounded wait for the views, which may not have caught up."""
+        deadline = asyncio.get_running_loop().time() + APPEAR_WAIT_S
+        while True:
+            try:
+                return await self.get(folder)
+            except JetyardError as refused:
+                if refused.code != "not-found" or asyncio.get_running_loop().time() > deadline:
+                    raise JetyardError(
+                        f"folder {folder} was created but is not visible yet", code="pending"
+                    ) from refused
+            await asyncio.sleep(0.2)
 
     async def rename(self, folder: str, name: str) -> VFolder:
         return await self._changed("renameVFolder", folder, name=name)
@@ -148,7 +163,7 @@ class Folders:
     async def clone(self, folder: str, name: str) -> VFolder:
         folder_id = await self._id(folder)
         clone = await self._mutate("cloneVFolder", id=folder_id, name=name)
-        return clone if clone is not None else await self.get(name)
+        return clone if clone is not None else await self._appearing(name)
 
     async def trash(self, folder: str, reason: str | None = None) -> VFolder:
         return await self._changed("trashVFolder", folder, reason=reason)

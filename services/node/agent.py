@@ -24,6 +24,7 @@ by are one value.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from events.bus import Bus
 from events.cancelling import cancelling
 from events.fold import Fold
 from events.store import EventStore
+from events.writes import OutcomeUnknownError, UnavailableError
 from schemas.subjects import AggregateType, event_subject
 from services.node.acting import PlanActions
 from services.node.activity import AgentActivity
@@ -151,7 +153,9 @@ class NodeAgent:
         """Start, then work until ``stop`` is set (or this incarnation is superseded)."""
         loops: list[asyncio.Task[object]] = []
         try:
-            heartbeat = await self.start()
+            heartbeat = await self._start_through_outages(stop)
+            if heartbeat is None:
+                return
             stopping: asyncio.Task[object] = asyncio.create_task(stop.wait())
             loops = [
                 stopping,
@@ -179,6 +183,25 @@ class NodeAgent:
             await self._output.close()  # the next incarnation resumes where the log says
             await self.activity.close()
             await self._fold.close()
+
+    async def _start_through_outages(self, stop: asyncio.Event) -> Heartbeat | None:
+        """``start``, again after a pause while the log cannot answer (a leader election, a
+        server away); None if ``stop`` is set first. Starting again is safe: it reads the
+        ledger afresh, and a registration stored without an answer is superseded by the
+        next one."""
+        delay = 0.5
+        while True:
+            try:
+                return await self.start()
+            except (nats.errors.Error, TimeoutError, UnavailableError, OutcomeUnknownError) as exc:
+                if cancelling():
+                    raise asyncio.CancelledError from exc
+                log.warning("agent %s: start failed (%r); again in %.1fs", self.node_id, exc, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                return None
+            delay = min(10.0, delay * 2)
 
     async def start(self) -> Heartbeat:
         """Discover, catch up with the ledger, fence, register, beat once."""

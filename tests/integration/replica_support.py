@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import traceback
 from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 
@@ -52,7 +53,8 @@ async def agents(
         results = await asyncio.gather(*tasks, return_exceptions=True)
         await bus.close()
         failed = [r for r in results if isinstance(r, BaseException)]
-        assert not failed, f"{len(failed)} agents failed, first: {failed[0]!r}"
+        first = "".join(traceback.format_exception(failed[0])) if failed else ""
+        assert not failed, f"{len(failed)} agents failed, the first:\n{first}"
 
 
 @contextlib.asynccontextmanager

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import nats.errors
 import pytest
 
 from commands.agent import Agent
@@ -25,7 +26,7 @@ from schemas.subjects import EVENTS_STREAM, HEARTBEATS_BUCKET
 from services.node.agent import NodeAgent
 from services.node.backend import Container
 from services.node.backend_simulated import SimulatedBackend
-from services.node.heartbeat import heartbeat_key
+from services.node.heartbeat import Heartbeat, heartbeat_key
 from services.node.logs import read_kernel_logs
 from services.node.record import AgentSupersededError
 from services.node.settings import AgentSettings
@@ -119,6 +120,40 @@ async def test_registers_with_epoch_1_then_2_after_a_restart_and_beats(bus: Bus)
     assert registered[0]["images"] == [IMAGE]
     assert registered[0]["capacity"]["cpu_milli"] > 0
     assert (beat["agent_id"], beat["epoch"]) == (node_id, 1)
+
+
+class FlakyStartAgent(NodeAgent):
+    """An agent whose first heartbeat after registering gets no answer, as while the log's
+    leader is being elected."""
+
+    failed = False
+
+    async def start(self) -> Heartbeat:
+        heartbeat = await super().start()
+        if not self.failed:
+            self.failed = True
+            raise nats.errors.TimeoutError
+        return heartbeat
+
+
+async def test_a_start_cut_off_by_an_outage_is_tried_again_and_the_agent_works(bus: Bus) -> None:
+    store = EventStore(bus)
+    settings, backend = machine()
+    node_id, kernel = node_id_for_host(settings.hostname), new_id()
+    agent = FlakyStartAgent(bus, settings, backend)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(agent.run(stopping))
+    try:
+        await change_ledger(store, node_id, allocate(kernel, image=IMAGE))
+        await eventually(lambda: running_kernel(store, node_id, kernel), what="the kernel")
+    finally:
+        stopping.set()
+        await task  # it ran on after the failed start: no error
+
+    registered = [
+        p["epoch"] for name, p in await facts(store, node_id) if name == "AgentRegistered"
+    ]
+    assert agent.failed and registered == [1, 2]  # the cut-off start's epoch is superseded
 
 
 async def test_an_allocation_runs_until_a_stop_request_ends_it(bus: Bus) -> None:
