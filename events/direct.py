@@ -86,6 +86,7 @@ class DirectReader:
     def __init__(self, replies: Replies, stream: str, *, timeout: float = 5.0) -> None:
         self._replies = replies
         self._nc = replies.nc
+        self._stream = stream
         self._api = f"$JS.API.DIRECT.GET.{stream}"
         self._timeout = timeout
         self.requests = 0
@@ -158,5 +159,17 @@ class DirectReader:
         )
         if messages:
             return messages[0].seq - 1
-        last = await self.last_of([subject])
-        return max((m.seq for m in last.values()), default=0)
+        # None stored since: every message on the subject lies before ``at``, so the stream's
+        # last position is the answer (asking for the subject's last message would be one
+        # answer per subject a wildcard matches).
+        return await self.stream_last_seq()
+
+    async def stream_last_seq(self) -> int:
+        """The stream's last position now (0 when empty)."""
+        reply = await self._nc.request(
+            f"$JS.API.STREAM.INFO.{self._stream}", b"", timeout=self._timeout
+        )
+        info = json.loads(reply.data)
+        if "error" in info:
+            raise DirectGetError(f"stream info failed: {info['error']}")
+        return int(info.get("state", {}).get("last_seq", 0))

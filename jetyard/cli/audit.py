@@ -33,7 +33,7 @@ from events.audit.seals import (
 )
 from events.audit.verify import VerifyReport
 from events.bus import Bus, connect
-from jetyard.cli import audit_log
+from jetyard.cli import audit_log, audit_state
 from jetyard.cli.operator_target import data_dir, nats_settings, with_nats_options
 from jetyard.runtime.data_dir import SEAL_KEY_FILE
 
@@ -195,6 +195,7 @@ def add_parser(sub: Any) -> None:
     )
     actions = audit.add_subparsers(dest="action", required=True)
     audit_log.add_parsers(actions)
+    audit_state.add_parser(actions)
     verify = with_nats_options(
         actions.add_parser(
             "verify",
@@ -271,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_backup(args))
     if args.action in ("log", "refusals"):
         return audit_log.run(args)
+    if args.action == "state":
+        return audit_state.run(args)
     if args.action == "keygen":
         return _keygen(args)
     action = {"verify": _verify, "seals": _seals}[args.action]

@@ -150,6 +150,11 @@ def _newcomer(line: int, cells: dict[str, str]) -> Newcomer:
     return Newcomer(line, email, cells["project"], role, cells.get("name", ""))
 
 
+def _past(position: int | None) -> dict[str, int] | None:
+    """The ``asOf`` argument for a log position (None: now)."""
+    return None if position is None else {"position": position}
+
+
 class Admin:
     def __init__(self, client: Caller) -> None:
         self._client = client
@@ -184,23 +189,31 @@ class Admin:
         """The caller's keypair, user, project and domain quotas: held, waiting and limit."""
         return await self._query("myQuota", Quota)
 
-    async def domains(self) -> builtins.list[DomainInfo]:
-        return await self._pages("domains", DomainInfo)
+    async def domains(self, *, as_of: int | None = None) -> builtins.list[DomainInfo]:
+        """``as_of``: as they were at that log position (administrators and auditors), as
+        for every listing here."""
+        return await self._pages("domains", DomainInfo, as_of=_past(as_of))
 
-    async def projects(self, domain: str | None = None) -> builtins.list[ProjectInfo]:
-        return await self._pages("projects", ProjectInfo, domain=domain)
+    async def projects(
+        self, domain: str | None = None, *, as_of: int | None = None
+    ) -> builtins.list[ProjectInfo]:
+        return await self._pages("projects", ProjectInfo, domain=domain, as_of=_past(as_of))
 
-    async def users(self, domain: str | None = None) -> builtins.list[UserInfo]:
-        return await self._pages("users", UserInfo, domain=domain)
+    async def users(
+        self, domain: str | None = None, *, as_of: int | None = None
+    ) -> builtins.list[UserInfo]:
+        return await self._pages("users", UserInfo, domain=domain, as_of=_past(as_of))
 
-    async def keypairs(self, user_id: str | None = None) -> builtins.list[KeypairInfo]:
-        return await self._pages("keypairs", KeypairInfo, user_id=user_id)
+    async def keypairs(
+        self, user_id: str | None = None, *, as_of: int | None = None
+    ) -> builtins.list[KeypairInfo]:
+        return await self._pages("keypairs", KeypairInfo, user_id=user_id, as_of=_past(as_of))
 
-    async def policies(self) -> builtins.list[ResourcePolicyInfo]:
-        return await self._pages("resourcePolicies", ResourcePolicyInfo)
+    async def policies(self, *, as_of: int | None = None) -> builtins.list[ResourcePolicyInfo]:
+        return await self._pages("resourcePolicies", ResourcePolicyInfo, as_of=_past(as_of))
 
-    async def nodes(self) -> builtins.list[Node]:
-        return await self._query("nodes", Node)
+    async def nodes(self, *, as_of: int | None = None) -> builtins.list[Node]:
+        return await self._query("nodes", Node, as_of=_past(as_of))
 
     # ---- changing -------------------------------------------------------------------------
 

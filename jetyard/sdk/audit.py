@@ -59,6 +59,15 @@ class Audit:
             if not page.has_more:
                 return
 
+    async def position_at(self, at: datetime) -> int:
+        """The log position of the moment ``at``: its last event stored at or before it
+        (what ``asOf: {at}`` answers for; the listings take the position as ``as_of``)."""
+        data = await self._client.graphql(
+            "query($at: DateTime!) { sessions(first: 1, asOf: {at: $at}) { seq } }",
+            {"at": at.isoformat()},
+        )
+        return int(data["sessions"]["seq"])
+
     async def refusals(
         self, *, after: int = 0, first: int = 100, since: datetime | None = None,
         domain: str | None = None,

@@ -58,8 +58,10 @@ class Folders:
         status: str | None = None,
         name: str | None = None,
         page_size: int = 50,
+        as_of: int | None = None,
     ) -> list[VFolder]:
-        """Every folder the caller sees (all pages), filtered as asked."""
+        """Every folder the caller sees (all pages), filtered as asked; ``as_of``: as they
+        were at that log position (administrators and auditors)."""
         found: list[VFolder] = []
         after: str | None = None
         while True:
@@ -70,6 +72,7 @@ class Folders:
                 project=project,
                 status=status,
                 name=name,
+                asOf=None if as_of is None else {"position": as_of},
             )
             data = await self._client.graphql(
                 f"{{ vfolders{args} {{ edges {{ node {{ {FOLDER_FIELDS} }} }} "

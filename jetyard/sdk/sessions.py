@@ -90,6 +90,10 @@ def accepted(outcome: Outcome) -> Outcome:
     return outcome
 
 
+def _past(position: int | None) -> dict[str, int] | None:
+    return None if position is None else {"position": position}
+
+
 class Sessions:
     def __init__(self, client: Caller) -> None:
         self._client = client
@@ -165,25 +169,31 @@ class Sessions:
             for name in sorted(registered.keys() | held.keys())
         ]
 
-    async def get(self, session_id: str) -> Session | None:
-        """The session as the views hold it; None if there is none the caller may see."""
+    async def get(self, session_id: str, *, as_of: int | None = None) -> Session | None:
+        """The session as the views hold it (``as_of``: as they held it at that log
+        position); None if there is none the caller may see."""
         data = await self._client.graphql(
-            f"query($id: ID!) {{ session(id: $id) {{ {selection(Session)} }} }}", {"id": session_id}
+            f"query($id: ID!, $asOf: AsOf) {{ session(id: $id, asOf: $asOf) "
+            f"{{ {selection(Session)} }} }}",
+            {"id": session_id, "asOf": _past(as_of)},
         )
         found = data.get("session")
         return None if found is None else Session.model_validate(found)
 
-    async def list(self, *, status: str | None = None, page: int = 100) -> list[SessionSummary]:
-        """Every session the caller sees (all pages), oldest first; one status if given."""
+    async def list(
+        self, *, status: str | None = None, page: int = 100, as_of: int | None = None
+    ) -> list[SessionSummary]:
+        """Every session the caller sees (all pages), oldest first; one status if given;
+        ``as_of``: as they were at that log position (administrators and auditors)."""
         query = (
-            "query($first: Int!, $after: String, $status: String) { sessions(first: $first, "
-            "after: $after, status: $status) { edges { node { "
-            f"{selection(SessionSummary)} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
+            "query($first: Int!, $after: String, $status: String, $asOf: AsOf) { "
+            "sessions(first: $first, after: $after, status: $status, asOf: $asOf) { edges { "
+            f"node {{ {selection(SessionSummary)} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
         )
         found: builtins.list[SessionSummary] = []
         after: str | None = None
         while True:
-            variables = {"first": page, "after": after, "status": status}
+            variables = {"first": page, "after": after, "status": status, "asOf": _past(as_of)}
             sessions = (await self._client.graphql(query, variables))["sessions"]
             found += [SessionSummary.model_validate(e["node"]) for e in sessions["edges"]]
             if not sessions["pageInfo"]["hasNextPage"]:

@@ -237,6 +237,7 @@ class Audit:
     def __init__(self, portal: Portal, aio: AsyncClient) -> None:
         inner, blocking = aio.audit, portal.blocking
         self.page, self.refusals = blocking(inner.page), blocking(inner.refusals)
+        self.position_at = blocking(inner.position_at)
 
         async def every(**filters: Any) -> list[AuditEvent]:
             return [event async for event in inner.events(**filters)]

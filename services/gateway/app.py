@@ -27,6 +27,7 @@ from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault,
 from services.gateway.context import Services
 from services.gateway.core.access_log import AccessLog
 from services.gateway.core.folds import DirectoryFeed, QuotaUse
+from services.gateway.core.history import Histories
 from services.gateway.core.serving_traffic import ServingTraffic
 from services.gateway.core.views import SqlViews, Views
 from services.gateway.http import build_app
@@ -90,6 +91,8 @@ async def open_services(
         traffic = ServingTraffic(bus)
         stack.push_async_callback(traffic.stop)
         await traffic.start()
+        histories = Histories(bus, settings)
+        stack.push_async_callback(histories.close)
         yield Services(
             views=views,
             commands=CommandBus(bus),
@@ -109,6 +112,7 @@ async def open_services(
             queues=queues,
             registry_secrets=registry_secrets,
             traffic=traffic,
+            histories=histories,
         )
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from services.gateway.auth.vault import PasswordStore, PeopleVault, SecretVault
     from services.gateway.core.access_log import AccessLog
     from services.gateway.core.folds import QuotaUse
+    from services.gateway.core.history import Histories
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Services:
     """Request-rate buckets shared with the other gateway replicas (``jy-ratelimits``)."""
     traffic: ServingTraffic | None = None
     """The app proxies' load reports of endpoints, heard live (``jy.serving.load.*``)."""
+    histories: Histories | None = None
+    """The past's views and directories, built as ``asOf`` asks (None: asOf is refused)."""
 
     def rate_key(self, principal: Principal | None, source: str) -> str:
         if principal is None:

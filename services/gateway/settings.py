@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -18,6 +20,17 @@ class GatewaySettings(BaseSettings):
         default=2.0, ge=0, description="how long a mutation waits for the views to catch up"
     )
     graphiql: bool = True
+    history_dir: Path | None = Field(
+        default=None,
+        description="where asOf keeps the views it builds and their snapshots (unset: a "
+        "temporary directory, emptied on stop; `jetyard up` keeps it in the data directory)",
+    )
+    history_snapshot_every: int = Field(
+        default=50_000, ge=1, description="asOf snapshots the past views every this many events"
+    )
+    history_snapshots: int = Field(
+        default=40, ge=0, description="at most this many asOf snapshots are kept"
+    )
     secrets_key: str | None = Field(
         default=None,
         description="Fernet key sealing secret keys and personal data (`jetyard up` makes one)",

@@ -51,9 +51,11 @@ class FakeAgent:
         capacity: ResourceSlots,
         images: tuple[str, ...],
         group: str = "default",
+        volumes: tuple[str, ...] = (),
     ):
         self.store = store
         self.group = group
+        self.volumes = volumes
         self.hostname = f"host-{new_id()[:8]}"
         self.id = node_id_for_host(self.hostname)
         self.capacity = capacity
@@ -72,7 +74,7 @@ class FakeAgent:
             self.agent = Agent.register(
                 self.id, epoch=epoch, hostname=self.hostname, backend="simulated",
                 capacity=capacity, images=self.images, now=now(), devices=devices,
-                resource_group=self.group,
+                resource_group=self.group, volumes=self.volumes,
             )  # fmt: skip
         else:
             self.agent.reregister(

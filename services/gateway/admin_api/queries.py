@@ -37,6 +37,7 @@ from services.gateway.admin_api.tenancy_types import (
     Viewer,
 )
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.core.history import AsOf, directory_of
 from services.gateway.core.inputs import InputError
 from services.gateway.core.visibility import (
     own_scopes,
@@ -114,11 +115,15 @@ class AdminQuery:
         )
 
     @strawberry.field(description="Domains the caller may read (superadmins: all).")
-    def domains(
-        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    async def domains(
+        self,
+        info: Info[Context, Any],
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[DomainInfo]:
         me = who(info)
-        found = ctx_of(info).directory.domains.values()
+        found = (await directory_of(info, as_of)).domains.values()
         mine = [DomainInfo.of(d) for d in found if can_read_domain(me, d.name)]
         return page(mine, first, offset, key=lambda d: d.name)
 
@@ -131,15 +136,16 @@ class AdminQuery:
         return DomainInfo.of(found)
 
     @strawberry.field(description="Projects the caller may read, of one domain or all.")
-    def projects(
+    async def projects(
         self,
         info: Info[Context, Any],
         domain: str | None = None,
         first: int = DEFAULT_PAGE,
         offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[ProjectInfo]:
         me = who(info)
-        found = ctx_of(info).directory.projects.values()
+        found = (await directory_of(info, as_of)).projects.values()
         mine = [
             ProjectInfo.of(p)
             for p in found
@@ -154,33 +160,37 @@ class AdminQuery:
         domain: str | None = None,
         first: int = DEFAULT_PAGE,
         offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[UserInfo]:
         me, ctx = who(info), ctx_of(info)
         found = [
             u
-            for u in ctx.directory.users.values()
+            for u in (await directory_of(info, as_of)).users.values()
             if (domain is None or u.domain == domain) and sees_user(me, u)
         ]
         chosen = page(found, first, offset, key=lambda u: str(u.id))
         return [await user_info(ctx, me, u) for u in chosen]
 
     @strawberry.field
-    async def user(self, info: Info[Context, Any], id: strawberry.ID) -> UserInfo | None:
+    async def user(
+        self, info: Info[Context, Any], id: strawberry.ID, as_of: AsOf | None = None
+    ) -> UserInfo | None:
         me, ctx = who(info), ctx_of(info)
-        found = ctx.directory.users.get(str(id))
+        found = (await directory_of(info, as_of)).users.get(str(id))
         if found is None or not sees_user(me, found):
             return None
         return await user_info(ctx, me, found)
 
     @strawberry.field(description="A user's keypairs (never their secret keys).")
-    def keypairs(
+    async def keypairs(
         self,
         info: Info[Context, Any],
         user_id: strawberry.ID | None = None,
         first: int = DEFAULT_PAGE,
         offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[KeypairInfo]:
-        me, directory = who(info), ctx_of(info).directory
+        me, directory = who(info), await directory_of(info, as_of)
         owner = str(user_id) if user_id is not None else me.user_id
         user = directory.users.get(owner)
         if user is None or not sees_user(me, user):
@@ -193,10 +203,14 @@ class AdminQuery:
         return page(mine, first, offset, key=lambda k: k.access_key)
 
     @strawberry.field(description="All policies for superadmins; others: those that bind them.")
-    def resource_policies(
-        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    async def resource_policies(
+        self,
+        info: Info[Context, Any],
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[ResourcePolicyInfo]:
-        me, directory = who(info), ctx_of(info).directory
+        me, directory = who(info), await directory_of(info, as_of)
         if can_administer_cluster(me):
             found = [ResourcePolicyInfo.of(p) for p in directory.policies.values()]
         else:
@@ -205,10 +219,14 @@ class AdminQuery:
         return page(found, first, offset, key=lambda p: (p.kind, p.name))
 
     @strawberry.field(description="All groups for superadmins; others: the groups they may use.")
-    def resource_groups(
-        self, info: Info[Context, Any], first: int = DEFAULT_PAGE, offset: int = 0
+    async def resource_groups(
+        self,
+        info: Info[Context, Any],
+        first: int = DEFAULT_PAGE,
+        offset: int = 0,
+        as_of: AsOf | None = None,
     ) -> list[ResourceGroupInfo]:
-        me, directory = who(info), ctx_of(info).directory
+        me, directory = who(info), await directory_of(info, as_of)
         if can_administer_cluster(me):
             every = [ResourceGroupInfo.of(g, members=True) for g in directory.groups.values()]
             return page(every, first, offset, key=lambda g: g.name)

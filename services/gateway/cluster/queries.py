@@ -14,6 +14,7 @@ from services.gateway.cluster.images import NodeImage, node_images
 from services.gateway.cluster.snapshot import pictures
 from services.gateway.cluster.types import ClusterNow, Node
 from services.gateway.context import Context, ctx_of, forbidden, who
+from services.gateway.core.history import AsOf, views_of
 
 
 @strawberry.type
@@ -33,11 +34,11 @@ class ClusterQuery:
         return ClusterNow(seq=seq, parts=pictures(ctx.views).of(seq, ctx, me))
 
     @strawberry.field
-    async def nodes(self, info: Info[Context, Any]) -> list[Node]:
+    async def nodes(self, info: Info[Context, Any], as_of: AsOf | None = None) -> list[Node]:
         principal = who(info)
         if principal.role is Role.USER:
             raise forbidden(info, "only administrators and monitors may list nodes")
-        return [Node.of(view) for view in await ctx_of(info).views.nodes()]
+        return [Node.of(view) for view in await (await views_of(info, as_of)).nodes()]
 
     @strawberry.field(
         description="The images the live nodes report holding, by name: a user sees the nodes "

@@ -18,6 +18,7 @@ from projections.sessions.tables import SessionRecord
 from schemas.subjects import AggregateType, event_subject
 from schemas.tenancy import SessionOwner
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.core.views import Views
 
 
 def owner_of(record: SessionRecord) -> SessionOwner | None:
@@ -31,10 +32,13 @@ def owner_of(record: SessionRecord) -> SessionOwner | None:
     )
 
 
-async def visible_session(info: Info[Context, Any], session_id: str) -> SessionView | None:
-    """The session if the caller may read it; another tenant's looks like no session."""
+async def visible_session(
+    info: Info[Context, Any], session_id: str, views: Views | None = None
+) -> SessionView | None:
+    """The session if the caller may read it; another tenant's looks like no session.
+    ``views``: those to read (the live ones unless given, e.g. the past's)."""
     principal = who(info)
-    view = await ctx_of(info).views.session(session_id)
+    view = await (views or ctx_of(info).views).session(session_id)
     if view is None or not can_read_session(principal, owner_of(view.record)):
         return None
     return view

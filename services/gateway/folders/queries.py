@@ -16,6 +16,7 @@ from schemas.tenancy import project_id_for
 from schemas.vfolder import FolderStatus, OwnerKind
 from services.gateway.context import Context, ctx_of, invalid, who
 from services.gateway.core.folder_lookup import resolve, scope_of
+from services.gateway.core.history import AsOf, views_of
 from services.gateway.core.types import PageInfo
 from services.gateway.folders.types import VFolder, VFolderConnection, VFolderEdge
 
@@ -57,9 +58,12 @@ class VFolderQuery:
             strawberry.argument(description="one status; purged folders only when asked"),
         ] = None,
         name: Annotated[str | None, strawberry.argument(description="an exact name")] = None,
+        as_of: AsOf | None = None,
     ) -> VFolderConnection:
         me = who(info)
         ctx = ctx_of(info)
+        views = await views_of(info, as_of)
+        past = None if as_of is None else views
         if not 1 <= first <= MAX_PAGE:
             raise invalid(f"first must be between 1 and {MAX_PAGE}, got {first}")
         kind = choice(OwnerKind, "ownerKind", owner_kind)
@@ -68,7 +72,7 @@ class VFolderQuery:
                 raise invalid("project lists project folders: ownerKind cannot be user")
             kind = OwnerKind.PROJECT
         # A cursor it did not hand out is invalid input (the error mapping, errors.py).
-        page = await ctx.views.folders.page(
+        page = await views.folders.page(
             scope=scope_of(me),
             first=first,
             after=after,
@@ -78,7 +82,7 @@ class VFolderQuery:
             name=name,
         )
         return VFolderConnection(
-            edges=[VFolderEdge.of(record) for record in page.rows],
+            edges=[VFolderEdge.of(record, past) for record in page.rows],
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
             total_count=page.total,
         )

@@ -18,6 +18,7 @@ from projections.folders.tables import FolderRecord
 from services.gateway.context import Context, ctx_of, who
 from services.gateway.core.folder_lookup import manages, permission
 from services.gateway.core.types import OutcomeStatus, PageInfo
+from services.gateway.core.views import Views
 
 
 @strawberry.type
@@ -29,7 +30,8 @@ class VFolderShare:
 async def _mounted_by(root: VFolder, info: Info[Context, Any]) -> list[str]:
     if not manages(root.record, who(info)):
         return []
-    found = await ctx_of(info).views.folders.mounted_by([root.record.id])
+    views = root.past or ctx_of(info).views
+    found = await views.folders.mounted_by([root.record.id])
     return found.get(root.record.id, [])
 
 
@@ -67,9 +69,11 @@ class VFolder:
         description="ids of the live sessions mounting it (its owner and admins only; "
         "empty for anyone else)",
     )
+    past: strawberry.Private[Views | None] = None
+    """The past's views it was read from (``asOf``), which its other fields read too."""
 
     @classmethod
-    def of(cls, record: FolderRecord) -> VFolder:
+    def of(cls, record: FolderRecord, past: Views | None = None) -> VFolder:
         return cls(
             id=strawberry.ID(record.id),
             name=record.name,
@@ -88,6 +92,7 @@ class VFolder:
             shares=_shares(record.shares),
             invitations=_shares(record.invitations),
             record=record,
+            past=past,
         )
 
 
@@ -104,8 +109,8 @@ class VFolderEdge:
     node: VFolder
 
     @classmethod
-    def of(cls, record: FolderRecord) -> VFolderEdge:
-        return cls(cursor=encode_cursor(record.created_seq), node=VFolder.of(record))
+    def of(cls, record: FolderRecord, past: Views | None = None) -> VFolderEdge:
+        return cls(cursor=encode_cursor(record.created_seq), node=VFolder.of(record, past))
 
 
 @strawberry.type

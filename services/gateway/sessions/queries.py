@@ -15,6 +15,7 @@ from commands.authorisation import can_act_on_session
 from schemas.ids import check_token
 from schemas.tenancy import Role
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.core.history import AsOf, views_of
 from services.gateway.core.outcomes import command_answer
 from services.gateway.core.session_owners import owner_of, visible_session
 from services.gateway.core.types import CommandOutcome, OutcomeStatus, PageInfo
@@ -37,6 +38,7 @@ class SessionQuery:
         after: str | None = None,
         status: str | None = None,
         newest_first: bool = False,
+        as_of: AsOf | None = None,
     ) -> SessionConnection:
         principal = who(info)
         if not 1 <= first <= MAX_PAGE:
@@ -44,7 +46,7 @@ class SessionQuery:
         # The filter is the authorisation: a user's page never holds anyone else's rows.
         domain = None if principal.reads_every_domain else principal.domain
         user_id = principal.user_id if principal.role is Role.USER else None
-        views = ctx_of(info).views
+        views = await views_of(info, as_of)
         seq = await views.position()  # before the page: the page holds at least this much
         page = await views.sessions(
             first=first,
@@ -54,7 +56,10 @@ class SessionQuery:
             user_id=user_id,
             newest_first=newest_first,
         )
-        edges = [SessionEdge(cursor=page.cursor_of(v), node=Session.of(v)) for v in page.rows]
+        past = as_of is not None
+        edges = [
+            SessionEdge(cursor=page.cursor_of(v), node=Session.of(v, past=past)) for v in page.rows
+        ]
         return SessionConnection(
             edges=edges,
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
@@ -63,9 +68,11 @@ class SessionQuery:
         )
 
     @strawberry.field
-    async def session(self, info: Info[Context, Any], id: strawberry.ID) -> Session | None:
-        view = await visible_session(info, str(id))
-        return None if view is None else Session.of(view)
+    async def session(
+        self, info: Info[Context, Any], id: strawberry.ID, as_of: AsOf | None = None
+    ) -> Session | None:
+        view = await visible_session(info, str(id), await views_of(info, as_of))
+        return None if view is None else Session.of(view, past=as_of is not None)
 
     @strawberry.field(
         description="A session's kernel output (stdout and stderr, interleaved): so far while "

@@ -71,8 +71,9 @@ class ServicePort:
 
 
 def _queue_place(root: Session, info: Info[Context, Any]) -> tuple[int, int] | None:
-    """The queue board's (position, length) of a PENDING session (derived, not in the views)."""
-    if root.status != "PENDING":
+    """The queue board's (position, length) of a PENDING session (derived, not in the views;
+    none for the past's: the board holds only the queues of now)."""
+    if root.status != "PENDING" or root.past:
         return None
     return info.context.services.queues.position(str(root.id))
 
@@ -166,9 +167,11 @@ class Session:
         resolver=_queue_length,
         description="how many wait in its resource group; null when queuePosition is",
     )
+    past: strawberry.Private[bool] = False
+    """Read from the past's views (``asOf``)."""
 
     @classmethod
-    def of(cls, view: SessionView) -> Session:
+    def of(cls, view: SessionView, *, past: bool = False) -> Session:
         r = view.record
         return cls(
             id=strawberry.ID(r.id),
@@ -200,6 +203,7 @@ class Session:
             updated_at=r.updated_at,
             all_history=[StatusChange.of(h) for h in view.history],
             seq=r.last_seq,
+            past=past,
         )
 
 
