@@ -36,7 +36,7 @@ from events.envelope import StoredEvent
 from events.store import EventStore, decode
 from events.tail import Tail
 from projections.db import create_engine
-from projections.runner import OUTAGE, Projector
+from projections.runner import OUTAGE, Projector, ViewVersionError
 from projections.views import VIEWS
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,8 @@ class History:
         self._names = frozenset().union(*(view.events for view in VIEWS))
         self._open: OrderedDict[int, tuple[AsyncEngine, Path]] = OrderedDict()
         self._building = asyncio.Lock()  # one build at a time: each is CPU-bound
+        for left in root.glob("at-*.db*"):  # a stopped process's open positions
+            left.unlink(missing_ok=True)
         self.projected = 0
         """Events projected by every build so far (what the snapshots save shows here)."""
 
@@ -118,7 +120,16 @@ class History:
         engine = create_engine(f"sqlite:///{path}")
         try:
             projector = Projector(engine, self._bus, VIEWS)
-            await projector.start()  # tables and positions (a snapshot's are there already)
+            try:
+                await projector.start()  # tables and positions (a snapshot's are there)
+            except ViewVersionError:
+                # Snapshots of views this code no longer writes: every one goes.
+                log.warning("history: snapshots of older views dropped; building afresh")
+                await engine.dispose()
+                _remove(path)
+                for old in self.snapshots:
+                    _remove(self._snapshot_path(old))
+                return await self._build(position)
             await projector.close()  # its tail is not used: the reads below stop at position
             await self._project(projector, engine, path, base, position)
         except BaseException:

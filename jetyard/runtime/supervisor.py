@@ -123,6 +123,7 @@ class Stack:
                 "JETYARD_GATEWAY_JOIN_NATS_URL", self.server.url
             ),
             "JETYARD_GATEWAY_SECRETS_KEY": self.secrets_key,
+            "JETYARD_GATEWAY_HISTORY_DIR": str(data / "history"),
             "JETYARD_SEALER_KEY_FILE": str(seal_key(data)),
             READY_FILE_ENV: str(ready_file(data, name)),
         }
