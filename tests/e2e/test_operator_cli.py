@@ -2,8 +2,9 @@
 leaves (no ``nats.env`` sourced, no ``--data-dir``): ``jetyard log`` prints JSON objects
 carrying their ``seq``, the whole log or one aggregate; ``projections rebuild`` rebuilds that
 stack's views; ``quarantine list`` reads its quarantine; ``backup`` and ``audit verify``
-check its sealed log. Once it stops, they say no stack runs
-instead of acting on a default directory; ``--data-dir`` still names it."""
+check its sealed log; ``audit state --at`` answers a session as it was then. Once it stops,
+they say no stack runs instead of acting on a default directory; ``--data-dir`` still names
+it."""
 
 from __future__ import annotations
 
@@ -63,6 +64,12 @@ def test_operator_commands_act_on_the_running_stack(tmp_path: Path) -> None:
     one = jetyard(env, "log", "--aggregate", f"session/{session_id}")
     names = [json.loads(line)["name"] for line in one.stdout.splitlines()]
     assert names[0] == "SessionRequested", one.stdout
+    requested_at = json.loads(one.stdout.splitlines()[0])["seq"]
+    past = jetyard(env, "audit", "state", "--at", str(requested_at), "--only", "sessions")
+    assert past.returncode == 0, past.stderr
+    then = {s["id"]: s["status"] for s in json.loads(past.stdout)["sessions"]}
+    assert then[session_id] == "PENDING", then  # as it was right after it was asked for
+    assert (stack.data_dir / "history").is_dir()  # kept with the stack
 
     rebuilt = jetyard(env, "projections", "rebuild")
     assert rebuilt.returncode == 0, rebuilt.stderr
