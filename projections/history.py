@@ -10,6 +10,11 @@ the first answer beyond every snapshot projects from the last one (from the star
 gateway). At most ``keep_snapshots`` snapshots are kept: past that, the one closest to its
 neighbour below goes, so they thin out evenly over the log.
 
+A build runs in a thread of its own, with its own event loop and NATS connection, so that a
+long one (minutes, over a long log with no snapshot yet) leaves the caller's loop free to
+serve: the gateway keeps answering while an auditor's first ``asOf`` is built. The file it
+leaves is then opened on the caller's loop.
+
 Differences from the live views, said where they matter: an event that cannot be decoded, or
 that a view cannot apply, is passed over here (the live projector quarantines its aggregate
 until an operator corrects it), and operators' corrections are not replayed.
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from events.bus import Bus
+from events.bus import Bus, connect
 from events.direct import RawMessage
 from events.envelope import StoredEvent
 from events.store import EventStore, decode
@@ -75,7 +80,8 @@ class History:
         self._names = frozenset().union(*(view.events for view in VIEWS))
         self._open: OrderedDict[int, tuple[AsyncEngine, Path]] = OrderedDict()
         self._building = asyncio.Lock()  # one build at a time: each is CPU-bound
-        for left in root.glob("at-*.db*"):  # a stopped process's open positions
+        # A stopped process's open positions and half-made snapshots.
+        for left in [*root.glob("at-*.db*"), *self._snapshot_dir.glob("*.part")]:
             left.unlink(missing_ok=True)
         self.projected = 0
         """Events projected by every build so far (what the snapshots save shows here)."""
@@ -103,7 +109,8 @@ class History:
             if kept is not None:
                 self._open.move_to_end(position)
                 return kept[0]
-            engine, path = await self._build(position)
+            path = await asyncio.to_thread(asyncio.run, self._build_apart(position))
+            engine = create_engine(f"sqlite:///{path}")
             self._open[position] = (engine, path)
             while len(self._open) > self._keep_open:
                 _, (old, old_path) = self._open.popitem(last=False)
@@ -111,15 +118,23 @@ class History:
                 _remove(old_path)
             return engine
 
-    async def _build(self, position: int) -> tuple[AsyncEngine, Path]:
+    async def _build_apart(self, position: int) -> Path:
+        """``_build`` on this thread's own loop and connection."""
+        bus = await connect(self._bus.settings, name="history")
+        try:
+            return await self._build(bus, position)
+        finally:
+            await bus.close()
+
+    async def _build(self, bus: Bus, position: int) -> Path:
         self._root.mkdir(parents=True, exist_ok=True)
         path = self._root / f"at-{position}-{secrets.token_hex(4)}.db"
         base = max((s for s in self.snapshots if s <= position), default=0)
         if base:
-            await asyncio.to_thread(_copy, self._snapshot_path(base), path)
+            _copy(self._snapshot_path(base), path)
         engine = create_engine(f"sqlite:///{path}")
         try:
-            projector = Projector(engine, self._bus, VIEWS)
+            projector = Projector(engine, bus, VIEWS)
             try:
                 await projector.start()  # tables and positions (a snapshot's are there)
             except ViewVersionError:
@@ -129,22 +144,23 @@ class History:
                 _remove(path)
                 for old in self.snapshots:
                     _remove(self._snapshot_path(old))
-                return await self._build(position)
+                return await self._build(bus, position)
             await projector.close()  # its tail is not used: the reads below stop at position
-            await self._project(projector, engine, path, base, position)
+            await self._project(bus, projector, path, base, position)
         except BaseException:
             await engine.dispose()
             _remove(path)
             raise
+        await engine.dispose()
         log.info("views at position %d built (from %s)", position, base or "the start")
-        return engine, path
+        return path
 
     async def _project(
-        self, projector: Projector, engine: AsyncEngine, path: Path, base: int, position: int
+        self, bus: Bus, projector: Projector, path: Path, base: int, position: int
     ) -> None:
         """Apply the events after ``base`` up to ``position``, stopping at each snapshot
         boundary on the way to copy the file aside."""
-        tail = Tail(self._bus, from_seq=base + 1, batch=self._batch, names=self._names)
+        tail = Tail(bus, from_seq=base + 1, batch=self._batch, names=self._names)
         at = base
         try:
             while at < position:
@@ -194,8 +210,8 @@ class History:
         if self._keep_snapshots == 0 or self._snapshot_path(position).exists():
             return
         self._snapshot_dir.mkdir(parents=True, exist_ok=True)
-        part = self._snapshot_dir / f"{position:012d}.part"
-        await asyncio.to_thread(_copy, path, part)
+        part = self._snapshot_dir / f"{position:012d}-{secrets.token_hex(4)}.part"
+        _copy(path, part)  # on the build's own thread already
         part.replace(self._snapshot_path(position))  # whole or absent, never half a copy
         kept = self.snapshots
         while len(kept) > self._keep_snapshots:
