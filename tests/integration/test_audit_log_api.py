@@ -121,6 +121,19 @@ async def test_a_domain_auditor_reads_its_domain_and_never_another(world: World)
     assert admin == ids
 
 
+async def test_a_superadmins_change_to_a_keypair_is_in_its_domains_log(world: World) -> None:
+    # The superadmin's command carries the superadmin's tenant, and a keypair's later events
+    # name no domain: the directory says whose it is.
+    owner, _, _ = await person(world.gw, "leaver", world.da, "lab")
+    ak = owner.access_key
+    deactivate = 'mutation($k: ID!) { deactivateKeypair(accessKey: $k, reason: "left") { status } }'
+    await gql_ok(world.gw, deactivate, k=ak)
+    seen = await events(world, "auditor", aggregateType="keypair", aggregateId=ak)
+    assert len(seen) >= 2 and {e["domain"] for e in seen} == {world.da}, seen
+    assert "Deactivated" in seen[-1]["name"], seen[-1]
+    assert seen[-1]["actor"] == f"keypair:{world.gw.admin.access_key}"
+
+
 async def test_a_superauditor_reads_every_domain_or_one(world: World) -> None:
     both = {e["aggregateId"] for e in await events(world, "super", aggregateType="session")}
     assert {world.sessions["a"], world.sessions["b"]} <= both

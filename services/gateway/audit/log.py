@@ -21,6 +21,8 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from commands.authorisation import can_read_log
+from commands.directory import Directory
+from commands.tenancy import Keypair, User
 from events.direct import DirectReader, RawMessage
 from events.envelope import Envelope
 from events.store import decode
@@ -88,7 +90,8 @@ class AuditFilter:
 class _Wanted:
     """The filters, checked and ready to match."""
 
-    def __init__(self, f: AuditFilter, domain: str | None) -> None:
+    def __init__(self, f: AuditFilter, domain: str | None, directory: Directory) -> None:
+        self.directory = directory
         self.kind = _kind(f.aggregate_type)
         self.ident = None if f.aggregate_id is None else check_token(f.aggregate_id, "id")
         if self.ident is not None and self.kind is None:
@@ -122,7 +125,7 @@ class _Wanted:
             envelope = decode(message).envelope
         except ValueError:
             return None  # unreadable: quarantined by its consumers, shown by `jetyard log`
-        domain = _concerned(envelope)
+        domain = _concerned(envelope, self.directory)
         if self.domain is not None and domain != self.domain:
             return None
         actor = f"{envelope.actor.kind.value}:{envelope.actor.id}"
@@ -138,13 +141,23 @@ class _Wanted:
         )  # fmt: skip
 
 
-def _concerned(envelope: Envelope) -> str:
-    """The domain an event concerns: the one it names — a domain, or a project or user made
-    in it (a superadmin's command carries the superadmin's own tenant) — else its tenant's."""
-    if envelope.aggregate_type is AggregateType.DOMAIN:
-        return envelope.aggregate_id
+def _concerned(envelope: Envelope, directory: Directory) -> str:
+    """The domain an event concerns: the one it names — a domain, or a project, user or
+    keypair made in it (a superadmin's command carries the superadmin's own tenant) — else,
+    for a user's or keypair's later events, which name no domain, the domain the directory
+    holds it in; else its tenant's."""
+    kind, ident = envelope.aggregate_type, envelope.aggregate_id
+    if kind is AggregateType.DOMAIN:
+        return ident
     named = envelope.payload.get("domain")
-    return named if isinstance(named, str) else envelope.tenant.domain
+    if isinstance(named, str):
+        return named
+    found: User | Keypair | None = None
+    if kind is AggregateType.USER:
+        found = directory.users.get(ident)
+    elif kind is AggregateType.KEYPAIR:
+        found = directory.keypairs.get(ident)
+    return found.domain if found is not None else envelope.tenant.domain
 
 
 def _kind(text: str | None) -> AggregateType | None:
@@ -197,7 +210,7 @@ class AuditLogQuery:
             raise invalid(f"first must be 1 to {MAX_PAGE}, got {first}")
         if after < 0:
             raise invalid(f"after must not be negative, got {after}")
-        wanted = _Wanted(given, _scope(info, given.domain))
+        wanted = _Wanted(given, _scope(info, given.domain), ctx_of(info).directory)
         ctx = ctx_of(info)
         reader = DirectReader(
             ctx.bus.replies, EVENTS_STREAM, timeout=ctx.bus.settings.request_timeout_s
