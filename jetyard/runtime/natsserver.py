@@ -109,9 +109,25 @@ class NatsServer:
         return path
 
     def start(self, *, timeout: float = 10.0) -> NatsServer:
+        """Start and wait until it listens. A port it chose itself (``port`` 0) that another
+        process took between the choice and the bind is chosen again, a few times."""
+        chosen = self.port == 0
+        log = self.data_dir / "nats-server.log"
+        for _ in range(5 if chosen else 1):
+            if chosen:
+                self.port = free_port()
+            before = log.stat().st_size if log.exists() else 0
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                with log.open("rb") as said:
+                    said.seek(before)
+                    if not (chosen and b"address already in use" in said.read()):
+                        raise
+        raise RuntimeError(f"nats-server found no free port; see {self.data_dir}")
+
+    def _start(self, timeout: float) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.port == 0:
-            self.port = free_port()
         config = self._config()
         log = open(self.data_dir / "nats-server.log", "ab")  # noqa: SIM115 (kept for the child)
         self.process = subprocess.Popen(
