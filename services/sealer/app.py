@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 from events.audit.log_io import stream_end
 from events.audit.seals import load_signing_key
@@ -23,6 +24,8 @@ from services.sealer.settings import SealerSettings
 
 async def run(settings: SealerSettings, nats: NatsSettings, stop: asyncio.Event) -> None:
     key = load_signing_key(settings.key_file)  # before connecting: a bad key is said at once
+    if settings.nice:
+        os.nice(settings.nice)  # behind the services that schedule: a seal may come late
     bus = await connect(nats, name="sealer")
     try:
         await ensure_streams(bus)

@@ -21,4 +21,7 @@ class SealerSettings(BaseSettings, MetricsListener):
     message with room to spare)."""
     every_s: float = Field(default=5.0, gt=0, le=3600)
     """A seal at the latest this long after the first event it covers was read."""
+    nice: int = Field(default=10, ge=0, le=19)
+    """How much the process lowers its own CPU priority at start: sealing may lag under load
+    (a seal is late, never wrong) while scheduling keeps the CPU; 0 leaves it as started."""
     poll_timeout_s: float = Field(default=1.0, gt=0, le=60)
