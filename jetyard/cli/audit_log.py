@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -80,22 +81,32 @@ async def _refusals(client: AsyncClient, args: argparse.Namespace) -> None:
     ui.json_lines(e.as_json() for e in found)
 
 
-async def _run(args: argparse.Namespace, signed_in: Credentials) -> None:
+Work = Callable[[AsyncClient, argparse.Namespace], Awaitable[None]]
+
+
+async def _run(work: Work, args: argparse.Namespace, signed_in: Credentials) -> None:
     async with AsyncClient.from_config(signed_in) as client:
-        await (_log if args.action == "log" else _refusals)(client, args)
+        await work(client, args)
 
 
-def run(args: argparse.Namespace) -> int:
+def run_signed_in(args: argparse.Namespace, work: Work) -> int:
+    """``work`` with a client signed in as the command line or the config says; a refusal
+    is said on stderr with the action's name (what ``audit log``, ``refusals`` and ``state``
+    share)."""
     try:
         signed_in = ui.credentials(args)
     except ConfigError as exc:
         print(f"jetyard audit: {exc}", file=sys.stderr)
         return ui.USAGE
     try:
-        asyncio.run(_run(args, signed_in))
+        asyncio.run(_run(work, args, signed_in))
     except JetyardError as exc:
         print(f"jetyard audit {args.action}: {exc}", file=sys.stderr)
         return ui.REFUSED
     except KeyboardInterrupt:
         return ui.INTERRUPTED
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_signed_in(args, _log if args.action == "log" else _refusals)

@@ -9,16 +9,13 @@ JSON object, read through the gateway's ``asOf`` as an administrator or auditor 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 from datetime import datetime
 from typing import Any
 
 from jetyard.cli import common as ui
+from jetyard.cli.audit_log import run_signed_in
 from jetyard.sdk.async_client import AsyncClient
-from jetyard.sdk.config import ConfigError, Credentials
-from jetyard.sdk.errors import JetyardError
 
 PARTS = ("sessions", "nodes", "folders", "domains", "projects", "users", "keypairs", "policies")
 
@@ -83,23 +80,9 @@ async def state(client: AsyncClient, at: datetime | int, parts: tuple[str, ...])
     return out
 
 
-async def _run(args: argparse.Namespace, signed_in: Credentials) -> None:
-    async with AsyncClient.from_config(signed_in) as client:
-        found = await state(client, args.at, tuple(args.only or PARTS))
-    print(json.dumps(found, indent=2))
+async def _print(client: AsyncClient, args: argparse.Namespace) -> None:
+    print(json.dumps(await state(client, args.at, tuple(args.only or PARTS)), indent=2))
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        signed_in = ui.credentials(args)
-    except ConfigError as exc:
-        print(f"jetyard audit: {exc}", file=sys.stderr)
-        return ui.USAGE
-    try:
-        asyncio.run(_run(args, signed_in))
-    except JetyardError as exc:
-        print(f"jetyard audit state: {exc}", file=sys.stderr)
-        return ui.REFUSED
-    except KeyboardInterrupt:
-        return ui.INTERRUPTED
-    return 0
+    return run_signed_in(args, _print)
