@@ -92,6 +92,8 @@ class Context:
     """Root fields this request resolved (the access log's operation)."""
     denied: list[str] = field(default_factory=list)
     """Why parts of this request were refused (the access log's outcome)."""
+    past: set[int] = field(default_factory=set)
+    """Log positions this request reads the past at (``asOf``; a few at most)."""
     connection_params: dict[str, Any] | None = None
     """A WebSocket's ``connection_init`` payload (strawberry sets it)."""
 

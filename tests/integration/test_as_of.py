@@ -257,6 +257,13 @@ async def test_users_are_refused_and_a_moment_off_the_log_is_refused_naming_why(
         a={"position": 1, "at": datetime.now(UTC).isoformat()},
     )
     assert "exactly one of at and position" in both["errors"][0]["message"]
+    three = await gw.gql(
+        "{ a: nodes(asOf: {position: 1}) { id } b: nodes(asOf: {position: 2}) { id } "
+        "c: nodes(asOf: {position: 3}) { id } }"
+    )
+    assert [e["message"] for e in three["errors"]] == [
+        "one request reads at most 2 moments of the past"
+    ], three
     naive = await gw.gql(
         "query($a: AsOf) { nodes(asOf: $a) { id } }", a={"at": "2026-11-28T14:00:00"}
     )

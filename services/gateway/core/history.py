@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KEEP_DIRECTORIES = 4
+MAX_MOMENTS = 2
 
 
 @strawberry.input(
@@ -148,10 +149,16 @@ async def past(info: Info[Context, Any], as_of: AsOf) -> Past:
     me = who(info)
     if not may_ask_the_past(me):
         raise forbidden(info, "asOf is for administrators and auditors")
-    histories = ctx_of(info).services.histories
+    ctx = ctx_of(info)
+    histories = ctx.services.histories
     if histories is None:
         raise invalid("this gateway keeps no history (asOf is not served)")
-    return await histories.at(await histories.position_of(as_of))
+    position = await histories.position_of(as_of)
+    ctx.past.add(position)
+    if len(ctx.past) > MAX_MOMENTS:
+        # Each new moment may cost a build: a request is held to a few.
+        raise invalid(f"one request reads at most {MAX_MOMENTS} moments of the past")
+    return await histories.at(position)
 
 
 async def views_of(info: Info[Context, Any], as_of: AsOf | None) -> Views:
