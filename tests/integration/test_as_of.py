@@ -98,13 +98,18 @@ async def state(gw: Gateway, auth: JetyardAuth, user_id: str, **as_of: Any) -> d
 
 
 async def record(w: World, step: str) -> None:
-    position = await quiet(w.gw, w.store)
-    await asyncio.sleep(0.01)
-    moment = Moment(step, position, datetime.now(UTC))
-    for who, auth in w.auth.items():
-        moment.answers[who] = await state(w.gw, auth, w.user_id)
-    assert await w.store.stream_last_seq() == position, f"{step}: the log moved while recorded"
-    w.moments.append(moment)
+    """The live answers once the log is quiet; again if it moved while they were read (a
+    service's late event on a loaded machine)."""
+    for _ in range(20):
+        position = await quiet(w.gw, w.store)
+        await asyncio.sleep(0.01)
+        moment = Moment(step, position, datetime.now(UTC))
+        for who, auth in w.auth.items():
+            moment.answers[who] = await state(w.gw, auth, w.user_id)
+        if await w.store.stream_last_seq() == position:
+            w.moments.append(moment)
+            return
+    raise AssertionError(f"{step}: the log kept moving while the answers were read")
 
 
 @pytest.fixture(scope="module")
