@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from tests.e2e.conftest import TEST_IMAGE
-from tests.e2e.user_support import jetyard, stack_for, user_env
+from tests.e2e.user_support import jetyard, keypair_env, stack_for, user_env
 
 
 def audit_the_sealed_log(env: dict[str, str], data_dir: Path, tmp_path: Path) -> None:
@@ -65,7 +65,8 @@ def test_operator_commands_act_on_the_running_stack(tmp_path: Path) -> None:
     names = [json.loads(line)["name"] for line in one.stdout.splitlines()]
     assert names[0] == "SessionRequested", one.stdout
     requested_at = json.loads(one.stdout.splitlines()[0])["seq"]
-    past = jetyard(env, "audit", "state", "--at", str(requested_at), "--only", "sessions")
+    signed_in = {**env, **keypair_env(stack)}  # a gateway command: the superadmin's keypair
+    past = jetyard(signed_in, "audit", "state", "--at", str(requested_at), "--only", "sessions")
     assert past.returncode == 0, past.stderr
     then = {s["id"]: s["status"] for s in json.loads(past.stdout)["sessions"]}
     assert then[session_id] == "PENDING", then  # as it was right after it was asked for
