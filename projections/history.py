@@ -29,6 +29,7 @@ import contextlib
 import logging
 import secrets
 import sqlite3
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,10 @@ class PositionError(ValueError):
     """A position the log does not hold (negative, or past its end)."""
 
 
+class BuildStoppedError(RuntimeError):
+    """A build given up: its asker was cancelled, or the history closed."""
+
+
 class History:
     def __init__(
         self,
@@ -68,7 +73,7 @@ class History:
         batch: int = BATCH,
     ) -> None:
         if snapshot_every < 1 or keep_open < 1 or keep_snapshots < 0:
-            raise ValueError("snapshot_every and keep_open are at least 1, keep_snapshots 0")
+            raise ValueError("snapshot_every and keep_open are 1 or more, keep_snapshots 0 or more")
         self._bus = bus
         self._store = EventStore(bus)
         self._root = root
@@ -80,6 +85,7 @@ class History:
         self._names = frozenset().union(*(view.events for view in VIEWS))
         self._open: OrderedDict[int, tuple[AsyncEngine, Path]] = OrderedDict()
         self._building = asyncio.Lock()  # one build at a time: each is CPU-bound
+        self._stops: set[threading.Event] = set()
         # A stopped process's open positions and half-made snapshots.
         for left in [*root.glob("at-*.db*"), *self._snapshot_dir.glob("*.part")]:
             left.unlink(missing_ok=True)
@@ -109,7 +115,15 @@ class History:
             if kept is not None:
                 self._open.move_to_end(position)
                 return kept[0]
-            path = await asyncio.to_thread(asyncio.run, self._build_apart(position))
+            stop = threading.Event()
+            self._stops.add(stop)
+            try:
+                path = await asyncio.to_thread(asyncio.run, self._build_apart(position, stop))
+            finally:
+                # Cancelled (the asker left, the gateway stops): the build ends at its next
+                # batch and removes its file, rather than running on for minutes unasked.
+                stop.set()
+                self._stops.discard(stop)
             engine = create_engine(f"sqlite:///{path}")
             self._open[position] = (engine, path)
             while len(self._open) > self._keep_open:
@@ -118,15 +132,15 @@ class History:
                 _remove(old_path)
             return engine
 
-    async def _build_apart(self, position: int) -> Path:
+    async def _build_apart(self, position: int, stop: threading.Event) -> Path:
         """``_build`` on this thread's own loop and connection."""
         bus = await connect(self._bus.settings, name="history")
         try:
-            return await self._build(bus, position)
+            return await self._build(bus, position, stop)
         finally:
             await bus.close()
 
-    async def _build(self, bus: Bus, position: int) -> Path:
+    async def _build(self, bus: Bus, position: int, stop: threading.Event) -> Path:
         self._root.mkdir(parents=True, exist_ok=True)
         path = self._root / f"at-{position}-{secrets.token_hex(4)}.db"
         base = max((s for s in self.snapshots if s <= position), default=0)
@@ -144,9 +158,9 @@ class History:
                 _remove(path)
                 for old in self.snapshots:
                     _remove(self._snapshot_path(old))
-                return await self._build(bus, position)
+                return await self._build(bus, position, stop)
             await projector.close()  # its tail is not used: the reads below stop at position
-            await self._project(bus, projector, path, base, position)
+            await self._project(bus, projector, path, base, position, stop)
         except BaseException:
             await engine.dispose()
             _remove(path)
@@ -156,7 +170,13 @@ class History:
         return path
 
     async def _project(
-        self, bus: Bus, projector: Projector, path: Path, base: int, position: int
+        self,
+        bus: Bus,
+        projector: Projector,
+        path: Path,
+        base: int,
+        position: int,
+        stop: threading.Event,
     ) -> None:
         """Apply the events after ``base`` up to ``position``, stopping at each snapshot
         boundary on the way to copy the file aside."""
@@ -164,6 +184,8 @@ class History:
         at = base
         try:
             while at < position:
+                if stop.is_set():
+                    raise BuildStoppedError(f"the build of position {position} was stopped")
                 before = tail.position
                 raw = await tail.fetch_raw(timeout=1.0)
                 if tail.position == before:
@@ -221,6 +243,8 @@ class History:
             kept.remove(gone)
 
     async def close(self) -> None:
+        for stop in list(self._stops):
+            stop.set()
         async with self._building:
             for engine, path in self._open.values():
                 await engine.dispose()

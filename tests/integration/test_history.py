@@ -2,10 +2,12 @@
 two events each): the views at a position hold exactly the events up to it; answers start from
 the nearest snapshot below, so each projects at most ``snapshot_every`` events; snapshots thin
 out evenly past ``keep_snapshots``; snapshots of views this code no longer writes are dropped
-and the answer is built afresh; a position off the log is refused."""
+and the answer is built afresh; a position off the log is refused; closing gives up a build
+under way and leaves no file of it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import sqlite3
 from collections.abc import AsyncIterator
@@ -16,7 +18,7 @@ import pytest
 from bench.audit_log import write_log
 from events.bus import Bus
 from jetyard.runtime.natsserver import NatsServer
-from projections.history import History, PositionError
+from projections.history import BuildStoppedError, History, PositionError
 from projections.queries import count_sessions
 from schemas.session import SessionStatus
 from tests.nats_support import bus_with_streams, settings_of
@@ -101,3 +103,23 @@ async def test_a_position_off_the_log_is_refused(log: Bus, tmp_path: Path) -> No
                 await history.views_at(position)
     finally:
         await history.close()
+
+
+async def test_a_build_is_given_up_when_the_history_closes(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    server = NatsServer(data_dir=Path(tmp_path_factory.mktemp("long")) / "nats").start()
+    try:
+        async with bus_with_streams(settings_of(server), "history-long") as bus:
+            end = await write_log(bus, 5_000)
+            history = History(bus, tmp_path, batch=1)  # one event a fetch: a slow build
+            building = asyncio.create_task(history.views_at(end))
+            while history.projected == 0:  # noqa: ASYNC110 (a count the build thread moves)
+                await asyncio.sleep(0.001)
+            await history.close()
+            with pytest.raises(BuildStoppedError, match=f"position {end} was stopped"):
+                await building
+            assert history.projected < end
+    finally:
+        server.stop()
+    assert not open_files(tmp_path)  # the unfinished file is gone
