@@ -7,19 +7,30 @@ GraphQL and polls ``session(id)`` every 20 ms until RUNNING (the agent has start
 container and the views show it); the session is then terminated. The baseline is
 ``docker run -d`` of the same image and command, timed until ``docker inspect`` says running.
 
-Run:  python -m bench.docker_latency [--samples 20]
+With ``--stages`` each Jetyard sample is also broken down, from the client's send (all on
+this machine's clock): the command answered (``createSession`` returns once decided),
+``SessionRequested`` and ``SessionScheduled`` as the services stamped them, the container
+created and started as Docker stamped them (``docker inspect``: Created, State.StartedAt),
+the agent's ``KernelStarted``, ``SessionStarted`` (RUNNING stored), and RUNNING seen in the
+views by the client's poll; each as p50/p99 ms after the send.
+
+Run:  python -m bench.docker_latency [--samples 20] [--stages]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from jetyard.runtime.natsserver import free_port
+from services.node.backend import LABEL_SESSION
 from tests.e2e.conftest import TEST_IMAGE, Jetyard
 from tests.e2e.test_session_path import TERMINATE, create, wait_status
 
@@ -53,14 +64,43 @@ def bare_docker(samples: int) -> list[float]:
     return out
 
 
-def jetyard(samples: int) -> list[float]:
+STAGES = (
+    "answered", "requested", "scheduled", "container created", "container started",
+    "KernelStarted", "RUNNING stored", "RUNNING visible",
+)  # fmt: skip
+
+
+def _at(text: str) -> float:
+    """An RFC 3339 time (Docker's nanoseconds cut to microseconds) as epoch seconds."""
+    head, _, frac = text.rstrip("Z").partition(".")
+    micros = (frac + "000000")[:6]
+    return datetime.fromisoformat(f"{head}.{micros}+00:00").timestamp()
+
+
+def _container_times(session_id: str) -> tuple[float, float] | None:
+    found = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={LABEL_SESSION}={session_id}"],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    if not found:
+        return None
+    shown = subprocess.run(
+        ["docker", "inspect", "-f", "{{.Created}} {{.State.StartedAt}}", found[0]],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    return _at(shown[0]), _at(shown[1])
+
+
+def jetyard(samples: int, stages: dict[str, list[float]] | None = None) -> list[float]:
     out = []
+    sent: dict[str, tuple[float, float, float, tuple[float, float] | None]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         stack = Jetyard(Path(tmp) / "data", free_port(), "docker").start()
         try:
             for _ in range(samples):
-                start = time.perf_counter()
+                wall, start = time.time(), time.perf_counter()
                 created = create(stack, cpu="0.5", memory="32m", command=["sleep", "60"])
+                answered = time.time()
                 session_id = created["data"]["createSession"]["sessionId"]
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline:
@@ -71,11 +111,46 @@ def jetyard(samples: int) -> list[float]:
                         break
                     time.sleep(0.02)
                 out.append((time.perf_counter() - start) * 1000)
+                sent[session_id] = (wall, answered, time.time(), _container_times(session_id))
                 stack.gql(TERMINATE, id=session_id)
                 wait_status(stack, session_id, {"TERMINATED"})
+            if stages is not None:
+                _stages(stack, sent, stages)
         finally:
             stack.stop()
     return out
+
+
+def _stages(
+    stack: Jetyard,
+    sent: dict[str, tuple[float, float, float, tuple[float, float] | None]],
+    stages: dict[str, list[float]],
+) -> None:
+    """Each sample's stages, in ms after its send, from the stack's log and Docker."""
+    printed = subprocess.run(
+        [str(Path(sys.executable).parent / "jetyard"), "log", "--data-dir", str(stack.data_dir)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    stamped: dict[tuple[str, str], float] = {}
+    for line in printed.splitlines():
+        event = json.loads(line)
+        at = datetime.fromisoformat(event["occurred_at"]).timestamp()
+        owner = event["payload"].get("session_id") or event["aggregate_id"]
+        stamped.setdefault((event["name"], owner), at)
+    names = {
+        "requested": "SessionRequested", "scheduled": "SessionScheduled",
+        "KernelStarted": "KernelStarted", "RUNNING stored": "SessionStarted",
+    }  # fmt: skip
+    for session_id, (wall, answered, visible, container) in sent.items():
+        times: dict[str, float | None] = {
+            "answered": answered, "RUNNING visible": visible,
+            **{stage: stamped.get((name, session_id)) for stage, name in names.items()},
+        }  # fmt: skip
+        if container is not None:
+            times["container created"], times["container started"] = container
+        for stage in STAGES:
+            if (when := times.get(stage)) is not None:
+                stages.setdefault(stage, []).append((when - wall) * 1000)
 
 
 def main() -> None:
@@ -83,9 +158,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--stages", action="store_true", help="break each sample down")
     args = parser.parse_args()
     bare = bare_docker(args.samples)
-    ours = jetyard(args.samples)
+    stages: dict[str, list[float]] | None = {} if args.stages else None
+    ours = jetyard(args.samples, stages)
     print(f"# create → RUNNING, {args.samples} samples each, image {TEST_IMAGE}")
     for label, values in (
         ("bare docker run -d → running", bare),
@@ -95,6 +172,16 @@ def main() -> None:
             f"{label:<34} p50 {statistics.median(values):7.1f} ms"
             f"   p99 {_pct(values, 0.99):7.1f} ms"
         )
+    print(f"ratio (p50): {statistics.median(ours) / statistics.median(bare):.2f}")
+    if stages:
+        print("# stages, ms after the client's send")
+        for stage in STAGES:
+            values = stages.get(stage, [])
+            if values:
+                print(
+                    f"  {stage:<20} p50 {statistics.median(values):7.1f}"
+                    f"   p99 {_pct(values, 0.99):7.1f}   ({len(values)} samples)"
+                )
 
 
 if __name__ == "__main__":
