@@ -86,7 +86,6 @@ class DirectReader:
     def __init__(self, replies: Replies, stream: str, *, timeout: float = 5.0) -> None:
         self._replies = replies
         self._nc = replies.nc
-        self._stream = stream
         self._api = f"$JS.API.DIRECT.GET.{stream}"
         self._timeout = timeout
         self.requests = 0
@@ -151,25 +150,11 @@ class DirectReader:
                 found[message.subject] = message
         return found
 
-    async def seq_before(self, at: datetime, subject: str) -> int:
+    async def seq_before(self, at: datetime, subject: str) -> int | None:
         """The position just before the first message on ``subject`` (wildcards too) stored
-        at or after ``at``; the last such message's position when none was."""
+        at or after ``at``; None when none was (every one lies before ``at``: the caller's
+        answer is the log's end, which the event store says)."""
         messages, _ = await self._request(
             {"start_time": at.isoformat(), "next_by_subj": subject, "batch": 1}
         )
-        if messages:
-            return messages[0].seq - 1
-        # None stored since: every message on the subject lies before ``at``, so the stream's
-        # last position is the answer (asking for the subject's last message would be one
-        # answer per subject a wildcard matches).
-        return await self.stream_last_seq()
-
-    async def stream_last_seq(self) -> int:
-        """The stream's last position now (0 when empty)."""
-        reply = await self._nc.request(
-            f"$JS.API.STREAM.INFO.{self._stream}", b"", timeout=self._timeout
-        )
-        info = json.loads(reply.data)
-        if "error" in info:
-            raise DirectGetError(f"stream info failed: {info['error']}")
-        return int(info.get("state", {}).get("last_seq", 0))
+        return messages[0].seq - 1 if messages else None

@@ -107,14 +107,14 @@ class History:
         """An engine over the views as they were once the event at ``position`` was applied
         (0: before the first event). Valid until ``keep_open`` other positions were asked
         for since, or ``close``."""
-        end = await self.end()
-        if not 0 <= position <= end:
-            raise PositionError(f"position {position} is not on the log (it holds 1 to {end})")
         async with self._building:
             kept = self._open.get(position)
-            if kept is not None:
+            if kept is not None:  # checked when it was built: no need to ask the log again
                 self._open.move_to_end(position)
                 return kept[0]
+            end = await self.end()
+            if not 0 <= position <= end:
+                raise PositionError(f"position {position} is not on the log (it holds 1 to {end})")
             stop = threading.Event()
             self._stops.add(stop)
             try:

@@ -34,7 +34,7 @@ from jetyard.sdk.models import (
     UserInfo,
     Viewer,
 )
-from jetyard.sdk.wire import Caller, Model, arguments, camel_name, selection
+from jetyard.sdk.wire import Caller, Model, arguments, camel_name, past, selection
 
 M = TypeVar("M", bound=Model)
 PAGE = 100
@@ -150,11 +150,6 @@ def _newcomer(line: int, cells: dict[str, str]) -> Newcomer:
     return Newcomer(line, email, cells["project"], role, cells.get("name", ""))
 
 
-def _past(position: int | None) -> dict[str, int] | None:
-    """The ``asOf`` argument for a log position (None: now)."""
-    return None if position is None else {"position": position}
-
-
 class Admin:
     def __init__(self, client: Caller) -> None:
         self._client = client
@@ -192,28 +187,28 @@ class Admin:
     async def domains(self, *, as_of: int | None = None) -> builtins.list[DomainInfo]:
         """``as_of``: as they were at that log position (administrators and auditors), as
         for every listing here."""
-        return await self._pages("domains", DomainInfo, as_of=_past(as_of))
+        return await self._pages("domains", DomainInfo, as_of=past(as_of))
 
     async def projects(
         self, domain: str | None = None, *, as_of: int | None = None
     ) -> builtins.list[ProjectInfo]:
-        return await self._pages("projects", ProjectInfo, domain=domain, as_of=_past(as_of))
+        return await self._pages("projects", ProjectInfo, domain=domain, as_of=past(as_of))
 
     async def users(
         self, domain: str | None = None, *, as_of: int | None = None
     ) -> builtins.list[UserInfo]:
-        return await self._pages("users", UserInfo, domain=domain, as_of=_past(as_of))
+        return await self._pages("users", UserInfo, domain=domain, as_of=past(as_of))
 
     async def keypairs(
         self, user_id: str | None = None, *, as_of: int | None = None
     ) -> builtins.list[KeypairInfo]:
-        return await self._pages("keypairs", KeypairInfo, user_id=user_id, as_of=_past(as_of))
+        return await self._pages("keypairs", KeypairInfo, user_id=user_id, as_of=past(as_of))
 
     async def policies(self, *, as_of: int | None = None) -> builtins.list[ResourcePolicyInfo]:
-        return await self._pages("resourcePolicies", ResourcePolicyInfo, as_of=_past(as_of))
+        return await self._pages("resourcePolicies", ResourcePolicyInfo, as_of=past(as_of))
 
     async def nodes(self, *, as_of: int | None = None) -> builtins.list[Node]:
-        return await self._query("nodes", Node, as_of=_past(as_of))
+        return await self._query("nodes", Node, as_of=past(as_of))
 
     # ---- changing -------------------------------------------------------------------------
 

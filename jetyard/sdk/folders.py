@@ -25,7 +25,7 @@ from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.files import FolderFiles
 from jetyard.sdk.models import FOLDER_FIELDS, VFolder
 from jetyard.sdk.transfer import Access, Entry, Progress
-from jetyard.sdk.wire import Caller, arguments, literal
+from jetyard.sdk.wire import Caller, arguments, literal, past
 
 APPEAR_WAIT_S = 15.0  # how long an accepted folder may take to show in the views
 
@@ -72,7 +72,7 @@ class Folders:
                 project=project,
                 status=status,
                 name=name,
-                asOf=None if as_of is None else {"position": as_of},
+                asOf=past(as_of),
             )
             data = await self._client.graphql(
                 f"{{ vfolders{args} {{ edges {{ node {{ {FOLDER_FIELDS} }} }} "

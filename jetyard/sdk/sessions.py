@@ -34,7 +34,7 @@ from jetyard.sdk.models import (
     SessionSummary,
     StatusChange,
 )
-from jetyard.sdk.wire import Caller, camel_name, selection
+from jetyard.sdk.wire import Caller, camel_name, past, selection
 from schemas.session import TERMINAL_STATUSES
 
 FINAL = frozenset(str(status) for status in TERMINAL_STATUSES)
@@ -88,10 +88,6 @@ def accepted(outcome: Outcome) -> Outcome:
     if outcome.status == "REJECTED":
         raise JetyardError(outcome.message, code=outcome.code)
     return outcome
-
-
-def _past(position: int | None) -> dict[str, int] | None:
-    return None if position is None else {"position": position}
 
 
 class Sessions:
@@ -175,7 +171,7 @@ class Sessions:
         data = await self._client.graphql(
             f"query($id: ID!, $asOf: AsOf) {{ session(id: $id, asOf: $asOf) "
             f"{{ {selection(Session)} }} }}",
-            {"id": session_id, "asOf": _past(as_of)},
+            {"id": session_id, "asOf": past(as_of)},
         )
         found = data.get("session")
         return None if found is None else Session.model_validate(found)
@@ -193,7 +189,7 @@ class Sessions:
         found: builtins.list[SessionSummary] = []
         after: str | None = None
         while True:
-            variables = {"first": page, "after": after, "status": status, "asOf": _past(as_of)}
+            variables = {"first": page, "after": after, "status": status, "asOf": past(as_of)}
             sessions = (await self._client.graphql(query, variables))["sessions"]
             found += [SessionSummary.model_validate(e["node"]) for e in sessions["edges"]]
             if not sessions["pageInfo"]["hasNextPage"]:

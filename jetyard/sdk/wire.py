@@ -84,6 +84,11 @@ def literal(value: Any) -> str:
     raise TypeError(f"no GraphQL literal for {type(value).__name__}")
 
 
+def past(position: int | None) -> dict[str, int] | None:
+    """The ``asOf`` argument for a log position (None: now)."""
+    return None if position is None else {"position": position}
+
+
 def arguments(**values: Any) -> str:
     given = {k: v for k, v in values.items() if v is not None}
     return "(" + ", ".join(f"{k}: {literal(v)}" for k, v in given.items()) + ")" if given else ""

@@ -25,7 +25,7 @@ from commands.directory import Directory
 from commands.tenancy import Keypair, User
 from events.direct import DirectReader, RawMessage
 from events.envelope import Envelope
-from events.store import decode
+from events.store import EventStore, decode
 from schemas.ids import check_token
 from schemas.principal import ActorKind
 from schemas.subjects import (
@@ -217,7 +217,8 @@ class AuditLogQuery:
         )
         cursor = after
         if after == 0 and given.since is not None:
-            cursor = await reader.seq_before(given.since, wanted.subject)
+            found = await reader.seq_before(given.since, wanted.subject)
+            cursor = found if found is not None else await EventStore(ctx.bus).stream_last_seq()
         events: list[AuditEvent] = []
         scanned, more = 0, True
         while more and len(events) < first and scanned < MAX_SCAN:

@@ -64,17 +64,15 @@ class Histories:
 
     def __init__(self, bus: Bus, settings: GatewaySettings) -> None:
         self._bus = bus
-        given = settings.history_dir
-        self._made = None if given is not None else Path(tempfile.mkdtemp(prefix="jy-history-"))
-        root = given if given is not None else self._made
-        assert root is not None
+        root, self._made = settings.history_dir, None
+        if root is None:  # a directory of its own, removed on close
+            root = self._made = Path(tempfile.mkdtemp(prefix="jy-history-"))
         self.views = History(
             bus, root, snapshot_every=settings.history_snapshot_every,
             keep_snapshots=settings.history_snapshots,
         )  # fmt: skip
         self._reader = DirectReader(bus.replies, EVENTS_STREAM)
         self._directories: OrderedDict[int, Directory] = OrderedDict()
-        self._sql: OrderedDict[int, SqlViews] = OrderedDict()
         self._folding = asyncio.Lock()
 
     async def position_of(self, as_of: AsOf) -> int:
@@ -86,20 +84,15 @@ class Histories:
         if as_of.at.tzinfo is None:
             raise invalid("asOf.at needs a time zone (e.g. 2026-11-28T14:00:00Z)")
         # The events stored at ``at`` itself belong to that moment: ask for the first after.
-        return await self._reader.seq_before(as_of.at + timedelta(microseconds=1), events_of())
+        found = await self._reader.seq_before(as_of.at + timedelta(microseconds=1), events_of())
+        return found if found is not None else await self.views.end()
 
     async def at(self, position: int) -> Past:
         try:
             engine = await self.views.views_at(position)
         except PositionError as exc:
             raise invalid(str(exc)) from None
-        sql = self._sql.get(position)
-        if sql is None or sql.engine is not engine:
-            sql = self._sql[position] = SqlViews(engine)
-        self._sql.move_to_end(position)
-        while len(self._sql) > KEEP_DIRECTORIES:
-            self._sql.popitem(last=False)
-        return Past(position, sql, await self._directory_at(position))
+        return Past(position, SqlViews(engine), await self._directory_at(position))
 
     async def _directory_at(self, position: int) -> Directory:
         async with self._folding:

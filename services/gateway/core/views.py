@@ -80,10 +80,6 @@ class SqlViews:
         self.endpoints: EndpointViews = SqlEndpointViews(engine)
         self._nodes = NodeViews(engine)
 
-    @property
-    def engine(self) -> AsyncEngine:
-        return self._engine
-
     @classmethod
     async def open(cls, settings: ProjectionSettings, bus: Bus) -> SqlViews:
         engine = create_engine(settings.database_url)
