@@ -197,7 +197,7 @@ class History:
                 for boundary in range(self._next_boundary(at), reached + 1, self._every):
                     await self._apply(projector, [e for e in events if e.seq <= boundary], boundary)
                     events = [e for e in events if e.seq > boundary]
-                    await self._snapshot(path, boundary)
+                    self._snapshot(path, boundary)
                 await self._apply(projector, events, reached)
                 at = reached
             await projector.apply_batch([], position)
@@ -228,7 +228,7 @@ class History:
     def _snapshot_path(self, position: int) -> Path:
         return self._snapshot_dir / f"{position:012d}.db"
 
-    async def _snapshot(self, path: Path, position: int) -> None:
+    def _snapshot(self, path: Path, position: int) -> None:
         if self._keep_snapshots == 0 or self._snapshot_path(position).exists():
             return
         self._snapshot_dir.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ async def state(client: AsyncClient, at: datetime | int, parts: tuple[str, ...])
         out["domains"] = [d.as_json() for d in await admin.domains(as_of=position)]
     if "projects" in parts:
         out["projects"] = [p.as_json() for p in await admin.projects(as_of=position)]
-    users = await admin.users(as_of=position)
+    users = await admin.users(as_of=position) if {"users", "keypairs"} & set(parts) else []
     if "users" in parts:
         out["users"] = [u.as_json() for u in users]
     if "keypairs" in parts:

@@ -123,3 +123,17 @@ async def test_a_build_is_given_up_when_the_history_closes(
     finally:
         server.stop()
     assert not open_files(tmp_path)  # the unfinished file is gone
+
+
+async def test_what_a_killed_build_left_is_cleared_at_start(log: Bus, tmp_path: Path) -> None:
+    (tmp_path / "snapshots").mkdir()
+    left = [tmp_path / "at-7-abcd.db", tmp_path / "at-7-abcd.db-wal"]
+    left.append(tmp_path / "snapshots" / "000000000050-abcd.part")
+    for path in left:
+        path.write_bytes(b"half")
+    history = History(log, tmp_path, snapshot_every=50)
+    try:
+        assert not any(path.exists() for path in left)
+        assert await counts(history, 60) == (30, 30)  # and it builds as if they never were
+    finally:
+        await history.close()
