@@ -36,8 +36,13 @@ def add_parser(actions: Any) -> None:
     ui.add_credential_options(state)
 
 
+MAX_POSITION = 2**31 - 1  # GraphQL's Int
+
+
 def _moment(text: str) -> datetime | int:
     if text.isdigit():
+        if len(text) > 10 or int(text) > MAX_POSITION:
+            raise argparse.ArgumentTypeError(f"a log position is at most {MAX_POSITION:,}")
         return int(text)
     try:
         found = datetime.fromisoformat(text)
