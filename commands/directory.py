@@ -31,6 +31,7 @@ from commands.tenancy import (
 )
 from events.envelope import StoredEvent
 from events.fold import FoldedState
+from schemas.fair_share import SHARE_DEFAULT
 from schemas.images import ImageSource, source_of
 from schemas.principal import Actor, ActorKind
 from schemas.subjects import AggregateType, event_subject, events_of
@@ -270,6 +271,18 @@ class Directory(FoldedState):
         created (``default`` before ``jetyard up`` bootstraps it, or a group only agents name)."""
         group = self.groups.get(name)
         return GroupScheduling() if group is None else group.scheduling
+
+    def fair_share(self, level: str, key: str) -> int:
+        """The share of a domain (by name), project or user (by id) for fair share
+        (``placement.fairshare.ShareOf``); 1 for one not known."""
+        found: Domain | Project | User | None
+        if level == "domain":
+            found = self.domains.get(key)
+        elif level == "project":
+            found = self.projects.get(key)
+        else:
+            found = self.users.get(key)
+        return found.fair_share if found is not None else SHARE_DEFAULT
 
     def image(self, name: str) -> Image | None:
         """A registered image (not forgotten) by name."""

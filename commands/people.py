@@ -27,6 +27,7 @@ from events.domain.tenancy import (
     UserModified,
     UserReactivated,
 )
+from schemas.fair_share import SHARE_DEFAULT
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role, user_id_for
 
@@ -43,6 +44,7 @@ class User(Aggregate):
         projects: frozenset[str]
         default_access_key: str | None
         active: bool
+        fair_share: int = SHARE_DEFAULT
 
     def __init__(self) -> None:
         self.domain = ""
@@ -54,22 +56,25 @@ class User(Aggregate):
         self.projects: frozenset[str] = frozenset()
         self.default_access_key: str | None = None
         self.active = True
+        self.fair_share = SHARE_DEFAULT
 
     @classmethod
     def create(
         cls, domain: str, role: Role, email_digest: str, email_sealed: str, policy: str,
-        projects: Iterable[str], now: datetime,
+        projects: Iterable[str], now: datetime, fair_share: int = SHARE_DEFAULT,
     ) -> User:  # fmt: skip
         return cls._create(
             cls.Created, id=user_id_for(email_digest), timestamp=now, domain=domain, role=role,
             email_digest=email_digest, email_sealed=email_sealed, policy=policy,
-            projects=tuple(dict.fromkeys(projects)),
+            projects=tuple(dict.fromkeys(projects)), fair_share=fair_share,
         )  # fmt: skip
 
-    def modify(self, role: Role, policy: str, now: datetime) -> bool:
-        if (role, policy) == (self.role, self.policy):
+    def modify(self, role: Role, policy: str, now: datetime, fair_share: int | None = None) -> bool:
+        """``fair_share`` None keeps the user's."""
+        share = self.fair_share if fair_share is None else fair_share
+        if (role, policy, share) == (self.role, self.policy, self.fair_share):
             return False
-        return self._trigger(self.Modified, now, role=role, policy=policy)
+        return self._trigger(self.Modified, now, role=role, policy=policy, fair_share=share)
 
     def join(self, project_id: str, now: datetime) -> bool:
         if project_id in self.projects:
@@ -100,11 +105,13 @@ class User(Aggregate):
             user.email_sealed = self.email_sealed
             user.policy = self.policy
             user.projects = frozenset(self.projects)
+            user.fair_share = self.fair_share
 
     class Modified(UserModified, Aggregate.Event):
         def apply(self, user: User) -> None:
             user.role = self.role
             user.policy = self.policy
+            user.fair_share = self.fair_share
 
     class JoinedProject(UserJoinedProject, Aggregate.Event):
         def apply(self, user: User) -> None:

@@ -35,6 +35,7 @@ from events.domain.tenancy import (
     ResourcePolicyCreated,
     ResourcePolicyModified,
 )
+from schemas.fair_share import SHARE_DEFAULT
 from schemas.subjects import AggregateType
 from schemas.tenancy import (
     KeypairPolicyLimits,
@@ -66,28 +67,38 @@ class Domain(Aggregate):
         description: str
         total_resource_slots: SlotLimits
         active: bool
+        fair_share: int = SHARE_DEFAULT
 
     def __init__(self) -> None:
         self.name = ""
         self.description = ""
         self.total_resource_slots = SlotLimits()
         self.active = True
+        self.fair_share = SHARE_DEFAULT
 
     @classmethod
     def create(
-        cls, name: str, description: str, total_resource_slots: SlotLimits, now: datetime
-    ) -> Domain:
+        cls, name: str, description: str, total_resource_slots: SlotLimits, now: datetime,
+        fair_share: int = SHARE_DEFAULT,
+    ) -> Domain:  # fmt: skip
         return cls._create(
             cls.Created, id=name, timestamp=now, description=description,
-            total_resource_slots=total_resource_slots,
+            total_resource_slots=total_resource_slots, fair_share=fair_share,
         )  # fmt: skip
 
-    def modify(self, description: str, total_resource_slots: SlotLimits, now: datetime) -> bool:
-        if (description, total_resource_slots) == (self.description, self.total_resource_slots):
+    def modify(
+        self, description: str, total_resource_slots: SlotLimits, now: datetime,
+        fair_share: int | None = None,
+    ) -> bool:  # fmt: skip
+        """``fair_share`` None keeps the domain's."""
+        share = self.fair_share if fair_share is None else fair_share
+        wanted = (description, total_resource_slots, share)
+        if wanted == (self.description, self.total_resource_slots, self.fair_share):
             return False
         return self._trigger(
-            self.Modified, now, description=description, total_resource_slots=total_resource_slots
-        )
+            self.Modified, now, description=description,
+            total_resource_slots=total_resource_slots, fair_share=share,
+        )  # fmt: skip
 
     def deactivate(self, reason: str, now: datetime) -> bool:
         return self.active and self._trigger(self.Deactivated, now, reason=reason)
@@ -100,11 +111,13 @@ class Domain(Aggregate):
             domain.name = self.originator_id
             domain.description = self.description
             domain.total_resource_slots = self.total_resource_slots
+            domain.fair_share = self.fair_share
 
     class Modified(DomainModified, Aggregate.Event):
         def apply(self, domain: Domain) -> None:
             domain.description = self.description
             domain.total_resource_slots = self.total_resource_slots
+            domain.fair_share = self.fair_share
 
     class Deactivated(DomainDeactivated, Aggregate.Event):
         def apply(self, domain: Domain) -> None:
@@ -125,6 +138,7 @@ class Project(Aggregate):
         total_resource_slots: SlotLimits
         policy: str
         active: bool
+        fair_share: int = SHARE_DEFAULT
 
     def __init__(self) -> None:
         self.domain = ""
@@ -133,26 +147,32 @@ class Project(Aggregate):
         self.total_resource_slots = SlotLimits()
         self.policy = "default"
         self.active = True
+        self.fair_share = SHARE_DEFAULT
 
     @classmethod
     def create(
         cls, project_id: str, domain: str, name: str, description: str,
         total_resource_slots: SlotLimits, policy: str, now: datetime,
+        fair_share: int = SHARE_DEFAULT,
     ) -> Project:  # fmt: skip
         return cls._create(
             cls.Created, id=project_id, timestamp=now, domain=domain, name=name,
             description=description, total_resource_slots=total_resource_slots, policy=policy,
+            fair_share=fair_share,
         )  # fmt: skip
 
     def modify(
-        self, description: str, total_resource_slots: SlotLimits, policy: str, now: datetime
-    ) -> bool:
-        wanted = (description, total_resource_slots, policy)
-        if wanted == (self.description, self.total_resource_slots, self.policy):
+        self, description: str, total_resource_slots: SlotLimits, policy: str, now: datetime,
+        fair_share: int | None = None,
+    ) -> bool:  # fmt: skip
+        """``fair_share`` None keeps the project's."""
+        share = self.fair_share if fair_share is None else fair_share
+        wanted = (description, total_resource_slots, policy, share)
+        if wanted == (self.description, self.total_resource_slots, self.policy, self.fair_share):
             return False
         return self._trigger(
             self.Modified, now, description=description,
-            total_resource_slots=total_resource_slots, policy=policy,
+            total_resource_slots=total_resource_slots, policy=policy, fair_share=share,
         )  # fmt: skip
 
     def deactivate(self, reason: str, now: datetime) -> bool:
@@ -168,12 +188,14 @@ class Project(Aggregate):
             project.description = self.description
             project.total_resource_slots = self.total_resource_slots
             project.policy = self.policy
+            project.fair_share = self.fair_share
 
     class Modified(ProjectModified, Aggregate.Event):
         def apply(self, project: Project) -> None:
             project.description = self.description
             project.total_resource_slots = self.total_resource_slots
             project.policy = self.policy
+            project.fair_share = self.fair_share
 
     class Deactivated(ProjectDeactivated, Aggregate.Event):
         def apply(self, project: Project) -> None:

@@ -3,7 +3,8 @@ it waits. Pure: a snapshot in, decisions out; it reads and writes no subject.
 
 ``Placer`` (one per group) is the entry point; ``place`` is a one-shot placer. The modules:
 ``model`` (inputs, outputs), ``queueing`` (the order), ``devices`` (device-level allocation),
-``nodes`` (a node during a pass), ``index`` (nodes bucketed by free capacity), ``explain``
+``nodes`` (a node during a pass), ``index`` (nodes bucketed by free capacity), ``fairshare``
+(decayed usage and the fair-share factors), ``explain``
 (why a session waits), ``engine`` (the pass, the head of the queue), ``judge`` (one request
 asked of the same pass, for the views that explain a decision: fits now, waits, never).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from placement.engine import Placer
+from placement.fairshare import FairShareInput
 from placement.model import (
     Decision,
     DeviceState,
@@ -32,6 +34,7 @@ from schemas.tenancy import GroupScheduling
 __all__ = [
     "Decision",
     "DeviceState",
+    "FairShareInput",
     "KernelPlacement",
     "KernelRequest",
     "NodeOffer",
@@ -51,8 +54,9 @@ def place(
     group: str = "",
     usage: Mapping[str, ResourceSlots] | None = None,
     now: float = 0.0,
+    fair: FairShareInput | None = None,
 ) -> list[Decision]:
     """Decide every request once, with a fresh placer (no cursor, no reservation kept)."""
     return Placer().place(
-        requests, nodes, policy or GroupScheduling(), group=group, usage=usage, now=now
+        requests, nodes, policy or GroupScheduling(), group=group, usage=usage, now=now, fair=fair
     )

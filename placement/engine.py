@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from placement import reasons
+from placement.fairshare import FairShareInput
 from placement.model import Decision, NodeOffer, Placed, SessionRequest, Waiting
 from placement.pool import Pool, multi_node
 from placement.queueing import Queue
@@ -47,11 +48,13 @@ class Placer:
         group: str,
         usage: Mapping[str, ResourceSlots] | None = None,
         now: float = 0.0,
+        fair: FairShareInput | None = None,
     ) -> list[Decision]:
         """A decision per request, in queue order. ``usage``: what each owner already holds
-        in the group (DRF); ``now``: seconds, on the clock of ``waiting_since``."""
+        in the group (DRF); ``now``: seconds, on the clock of ``waiting_since``; ``fair``:
+        each owner's decayed usage (fair share), evaluated at ``now``."""
         run = Pool(nodes, policy, group, self._cursor)
-        queue = Queue(requests, policy.queue_policy, usage, run.capacity())
+        queue = Queue(requests, policy.queue_policy, usage, run.capacity(), fair)
         outcomes: list[Placed | tuple[str, str]] = []
         blocked = ""
         head_found = False
@@ -87,5 +90,6 @@ class Placer:
                 decisions.append(outcome)
             else:
                 position += 1
-                decisions.append(Waiting(outcome[0], outcome[1], position))
+                standing = queue.standings.get(outcome[0])
+                decisions.append(Waiting(outcome[0], outcome[1], position, standing))
         return decisions

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from placement.fairshare import Standing
 from schemas.devices import DeviceShare
 from schemas.resources import ResourceSlots
 from schemas.session import ClusterMode
@@ -61,6 +62,8 @@ class SessionRequest:
     priority: int = 10
     owner: str = ""
     """DRF's identity: the access key."""
+    account: tuple[str, str, str] = ("", "", "")
+    """Fair share's identity: (domain, project id, user id)."""
     order: int = 0
     """Arrival order (smaller is older)."""
     waiting_since: float = 0.0
@@ -98,6 +101,8 @@ class Waiting:
     reason: str
     position: int = 0
     """1-based place among those left waiting in the group, in queue order."""
+    fair_share: Standing | None = None
+    """Its owner's standing, in a fair-share group."""
 
 
 Decision = Placed | Waiting

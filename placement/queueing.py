@@ -6,6 +6,9 @@ the group's policy. Pure.
   memory and GPU, of what it holds in the group over the group's capacity — is smallest goes
   next (ties: the owner whose next session is oldest). Each placement grows its owner's share,
   so owners alternate as in the DRF paper; an owner whose session waits keeps its share.
+- FAIR_SHARE: the owner whose domain, then project, then user has the highest fair-share
+  factor (``fairshare``: usage decayed, over shares) goes first; ties: oldest first. Usage
+  moves only with time, so the order holds for the whole pass.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import groupby
 
+from placement.fairshare import FairShareInput, Standing, standings
 from placement.model import SessionRequest
 from schemas.resources import ResourceSlots
 from schemas.tenancy import QueuePolicy
@@ -30,8 +34,11 @@ class Queue:
         policy: QueuePolicy,
         usage: Mapping[str, ResourceSlots] | None,
         capacity: ResourceSlots,
+        fair: FairShareInput | None = None,
     ) -> None:
         self._policy = policy
+        self.standings: dict[str, Standing] = {}
+        """Session id -> its owner's fair-share standing (fair-share groups only)."""
         self._capacity = (capacity.cpu_milli, capacity.memory_bytes, capacity.gpu_hundredths)
         self._held: dict[str, list[int]] = {
             owner: [s.cpu_milli, s.memory_bytes, s.gpu_hundredths]
@@ -39,8 +46,20 @@ class Queue:
         }
         if policy is QueuePolicy.LIFO:
             self._requests = sorted(requests, key=lambda r: (-r.priority, -r.order, r.session_id))
+        elif policy is QueuePolicy.FAIR_SHARE and fair is not None:
+            self._requests = self._by_fair_share(requests, fair, capacity)
         else:
             self._requests = sorted(requests, key=lambda r: (-r.priority, r.order, r.session_id))
+
+    def _by_fair_share(
+        self, requests: Sequence[SessionRequest], fair: FairShareInput, capacity: ResourceSlots
+    ) -> list[SessionRequest]:
+        tree = standings(fair, {r.account for r in requests}, capacity)
+        self.standings = {r.session_id: tree.standing(r.account) for r in requests}
+        keys = {sid: standing.key() for sid, standing in self.standings.items()}
+        return sorted(
+            requests, key=lambda r: (-r.priority, keys[r.session_id], r.order, r.session_id)
+        )
 
     def __iter__(self) -> Iterator[SessionRequest]:
         if self._policy is not QueuePolicy.DRF:

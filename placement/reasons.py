@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from schemas.fair_share import FairShareStanding
 from schemas.resources import CPU_QUANTUM, GPU_QUANTUM, ResourceSlots
 
 GIB = 1 << 30
@@ -194,6 +195,15 @@ def reserved_for(host: str, head: str) -> str:
 
 def holds_reservation(reason: str, host: str) -> str:
     return f"{reason}; node {host} is reserved for it"
+
+
+def with_fair_share(reason: str, standing: FairShareStanding) -> str:
+    """A waiting session of a fair-share group: why it waits, and its owner's factors (the
+    queue's order after priority: domain, then project, then user; higher first)."""
+    return (
+        f"{reason}; fair share: domain {standing.domain:.2f}, project {standing.project:.2f}, "
+        f"user {standing.user:.2f}"
+    )
 
 
 def kernel_of(index: int, count: int, reason: str) -> str:

@@ -296,3 +296,22 @@ async def wait_for_position(
             return False
         await asyncio.sleep(poll)
     return True
+
+
+async def waiting_owners(engine: AsyncEngine, resource_group: str) -> set[tuple[str, str, str]]:
+    """(domain, project id, user id) of every owner with an admitted session waiting in
+    ``resource_group``: fair share's active siblings (a session from before tenancy counts
+    under its tenant's domain and project)."""
+    t = session_tables.tables().sessions
+    query = (
+        select(t.c.domain, t.c.project_id, t.c.user_id, t.c.project)
+        .where(
+            t.c.status == SessionStatus.PENDING.value,
+            t.c.admitted.is_(True),
+            t.c.resource_group == resource_group,
+        )
+        .distinct()
+    )
+    async with engine.connect() as conn:
+        rows = await conn.execute(query)
+        return {(r.domain or "", r.project_id or r.project or "", r.user_id or "") for r in rows}

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.fair_share import FairShareSettings
 from schemas.ids import derived_id
 from schemas.images import PullPolicy
 from schemas.resources import ResourceSlots
@@ -68,6 +69,9 @@ class QueuePolicy(StrEnum):
     FIFO = "fifo"
     LIFO = "lifo"
     DRF = "drf"
+    FAIR_SHARE = "fair-share"
+    """Owners who used the group least lately (decayed, weighed by their shares) go first:
+    ``placement.fairshare``."""
 
 
 class AgentSelection(StrEnum):
@@ -176,6 +180,10 @@ class GroupScheduling(BaseModel):
         default=SAFE_SANDBOX,
         description="what the group's sessions' containers may do (schemas/sandbox.py); "
         "each allocation carries it to its node",
+    )
+    fair_share: FairShareSettings = Field(
+        default=FairShareSettings(),
+        description="how the fair-share queue policy counts usage (schemas/fair_share.py)",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from commands.admin.fields import Description, Name, Reason
 from commands.messages import Command
+from schemas.fair_share import SHARE_DEFAULT, FairShare
 from schemas.ids import Token
 from schemas.subjects import AggregateType
 from schemas.tenancy import SlotLimits
@@ -19,6 +20,7 @@ class CreateDomain(Command):
     name: Name
     description: Description = ""
     total_resource_slots: SlotLimits = SlotLimits()
+    fair_share: FairShare = SHARE_DEFAULT
 
 
 class ModifyDomain(Command):
@@ -26,6 +28,8 @@ class ModifyDomain(Command):
     name: Name
     description: Description
     total_resource_slots: SlotLimits
+    fair_share: FairShare | None = None
+    """None keeps the domain's share."""
 
 
 class DeactivateDomain(Command):
@@ -51,6 +55,7 @@ class CreateProject(Command):
     description: Description = ""
     total_resource_slots: SlotLimits = SlotLimits()
     policy: Name = "default"
+    fair_share: FairShare = SHARE_DEFAULT
 
 
 class ModifyProject(Command):
@@ -59,6 +64,8 @@ class ModifyProject(Command):
     description: Description
     total_resource_slots: SlotLimits
     policy: Name
+    fair_share: FairShare | None = None
+    """None keeps the project's share."""
 
 
 class DeactivateProject(Command):

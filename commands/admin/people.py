@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commands.admin.fields import Name, Reason
 from commands.messages import Command
+from schemas.fair_share import SHARE_DEFAULT, FairShare
 from schemas.ids import Token
 from schemas.subjects import AggregateType
 from schemas.tenancy import Role
@@ -44,6 +45,7 @@ class CreateUser(Command):
     policy: Name = "default"
     projects: tuple[Token, ...] = ()
     keypair: FirstKeypair | None = None
+    fair_share: FairShare = SHARE_DEFAULT
 
 
 class ModifyUser(Command):
@@ -51,6 +53,8 @@ class ModifyUser(Command):
     user_id: Token
     role: Role
     policy: Name
+    fair_share: FairShare | None = None
+    """None keeps the user's share."""
 
 
 class AddUserToProject(Command):

@@ -24,6 +24,7 @@ from commands.session.rules import (
     UnknownKernelError,
 )
 from commands.session.state import SessionSnapshot, SessionState
+from schemas.fair_share import FairShareStanding
 from schemas.ids import derived_id, kernel_id_for
 from schemas.session import (
     MAX_REQUEUES,
@@ -79,12 +80,19 @@ class Session(SessionState, Aggregate):
             return False
         return self._trigger(self.Admitted, now, reason=reason)
 
-    def note_pending_reason(self, reason: str, now: datetime) -> bool:
-        """Record why a session still waits; only a changed reason is written."""
+    def note_pending_reason(
+        self, reason: str, now: datetime, *, fair_share: FairShareStanding | None = None
+    ) -> bool:
+        """Record why a session still waits; only a changed reason is written (a fair-share
+        standing is said in the reason, so it changes with it)."""
         self._check(S.PENDING)
         if reason == self.reason:
             return False
-        return self._change(S.PENDING, self.PendingReasonChanged, now, reason=reason)
+        if fair_share is None:
+            return self._change(S.PENDING, self.PendingReasonChanged, now, reason=reason)
+        return self._change(
+            S.PENDING, self.PendingReasonChanged, now, reason=reason, fair_share=fair_share
+        )
 
     def schedule(self, placements: Mapping[str, str], reason: str, now: datetime) -> bool:
         self._check(S.SCHEDULED)  # an illegal transition is the first thing to say

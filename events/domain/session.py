@@ -9,6 +9,7 @@ its one kernel did).
 from __future__ import annotations
 
 from events.catalogue import Event, event
+from schemas.fair_share import FairShareStanding
 from schemas.session import SessionSpec
 from schemas.subjects import AggregateType
 from schemas.tenancy import SessionOwner
@@ -47,6 +48,9 @@ class SessionPendingReasonChanged(Event):
     reason changes, so a waiting session does not fill the log."""
 
     reason: str
+    fair_share: FairShareStanding | None = None
+    """In a fair-share group: its owner's factors as the pass ordered the queue (rounded, as
+    the reason says them). None elsewhere, and in events written before fair share."""
 
 
 @event("SessionScheduled", SESSION)

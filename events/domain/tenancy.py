@@ -15,6 +15,7 @@ events spelled each out and are upcast on load.
 from __future__ import annotations
 
 from events.catalogue import Event, Payload, event, upcaster
+from schemas.fair_share import SHARE_DEFAULT
 from schemas.images import PullPolicy
 from schemas.resources import ResourceSlots
 from schemas.service_ports import ServicePort
@@ -48,6 +49,9 @@ class DomainCreated(Event):
     description: str = ""
     total_resource_slots: SlotLimits = SlotLimits()
     """Unnamed slots are unlimited at domain scope."""
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("DomainModified", DOMAIN)
@@ -56,6 +60,9 @@ class DomainModified(Event):
 
     description: str
     total_resource_slots: SlotLimits
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("DomainDeactivated", DOMAIN)
@@ -79,6 +86,9 @@ class ProjectCreated(Event):
     total_resource_slots: SlotLimits = SlotLimits()
     policy: str = "default"
     """Name of its project resource policy (``ev.resource_policy.project-<name>``)."""
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("ProjectModified", PROJECT)
@@ -86,6 +96,9 @@ class ProjectModified(Event):
     description: str
     total_resource_slots: SlotLimits
     policy: str
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("ProjectDeactivated", PROJECT)
@@ -112,12 +125,18 @@ class UserCreated(Event):
     email_sealed: str
     policy: str = "default"
     projects: tuple[str, ...] = ()
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("UserModified", USER)
 class UserModified(Event):
     role: Role
     policy: str
+    fair_share: int = SHARE_DEFAULT
+    """Its share among its siblings for fair share (``schemas.fair_share``); 1 in events
+    written before shares existed, as every share was then."""
 
 
 @event("UserJoinedProject", USER)

@@ -118,13 +118,14 @@ async def _ps(jy: AsyncClient, args: argparse.Namespace) -> int:
         ui.json_lines(s.as_json() for s in found)
         return 0
     now = datetime.now(UTC)
-    # The resources are the session's total: every kernel's together.
+    # The resources are the session's total: every kernel's together. A waiting session says
+    # why it waits (in a fair-share group, with its owner's factors: docs/scheduling.md).
     columns = ("id", "name", "image", "type", "status", "kernels", "cpu", "memory", "gpu",
-               "ended", "created")  # fmt: skip
+               "ended", "created", "waits because")  # fmt: skip
     ui.table(columns, (
         (s.id, s.name, s.image, s.type, s.status, s.cluster_size, s.resources.cpu,
          ui.human_bytes(int(s.resources.memory_bytes)), s.resources.gpu, s.ended_as,
-         ui.ago(s.created_at, now))
+         ui.ago(s.created_at, now), s.status_reason if s.status == "PENDING" else None)
         for s in found
     ))  # fmt: skip
     return 0

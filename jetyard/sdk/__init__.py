@@ -29,6 +29,7 @@ from jetyard.sdk.auth import BearerAuth, JetyardAuth
 from jetyard.sdk.errors import JetyardError
 from jetyard.sdk.models import (
     AppAccess,
+    FairShareFactors,
     ImagePull,
     KernelOutput,
     Mount,
@@ -60,6 +61,7 @@ __all__ = [
     "EndpointDetail",
     "EndpointReplica",
     "EndpointToken",
+    "FairShareFactors",
     "ImagePull",
     "IssuedToken",
     "JetyardAuth",

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 
 from projections.db import UTCDateTime
+from schemas.fair_share import FairShareStanding
 from schemas.service_ports import ReportedPort
 from schemas.session import SessionStatus
 from schemas.vfolder import Mount
@@ -75,6 +76,8 @@ def tables(suffix: str = "") -> SessionTables:
         Column("domain", String(64)),
         Column("priority", Integer, nullable=False),
         Column("admitted", Boolean, nullable=False),
+        # {domain, project, user}: the fair-share factors its last pending reason said.
+        Column("fair_share", JSON),
         Column("created_at", UTCDateTime, nullable=False),
         Column("updated_at", UTCDateTime, nullable=False),
         Column("last_seq", BigInteger, nullable=False),
@@ -146,6 +149,9 @@ class SessionRecord:
     priority: int
     admitted: bool
     """Slots reserved on every scope (at once for a session from before tenancy)."""
+    fair_share: FairShareStanding | None
+    """While PENDING in a fair-share group: its owner's factors, as its reason says them
+    (``SessionPendingReasonChanged.fair_share``); None otherwise."""
     created_at: datetime
     updated_at: datetime
     last_seq: int
@@ -173,6 +179,7 @@ def to_row(record: SessionRecord) -> dict[str, Any]:
     row["status"] = record.status.value
     row["mounts"] = [m.model_dump(mode="json") for m in record.mounts]
     row["service_ports"] = [p.model_dump(mode="json") for p in record.service_ports]
+    row["fair_share"] = None if record.fair_share is None else record.fair_share.model_dump()
     for name in _LISTS:
         row[name] = None if row[name] is None else list(row[name])
     return row
@@ -183,6 +190,8 @@ def from_row(row: Any) -> SessionRecord:
     values["status"] = SessionStatus(row.status)
     values["mounts"] = tuple(Mount.model_validate(m) for m in row.mounts)
     values["service_ports"] = tuple(KernelPort.model_validate(p) for p in row.service_ports)
+    shares = row.fair_share
+    values["fair_share"] = None if shares is None else FairShareStanding.model_validate(shares)
     for name in _LISTS:
         values[name] = None if values[name] is None else tuple(values[name])
     return SessionRecord(**values)

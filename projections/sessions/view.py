@@ -55,11 +55,12 @@ from projections.sessions.tables import (
 from schemas.session import SessionStatus, result_of
 
 NAME = "sessions"
-VERSION = 5
+VERSION = 6
 """v2: owner columns (access key, user, project, domain from the owner), priority, admitted.
 v3: batch and cluster columns (depends_on, starts_at, timeout_s, cluster_mode, kernel_count)
 and result. v4: mounts (the folders it mounts, from ``SessionRequested.mounts``). v5:
-service_ports (its kernels' apps, from ``KernelServicePortsReported``)."""
+service_ports (its kernels' apps, from ``KernelServicePortsReported``). v6: fair_share (its
+owner's factors while it waits in a fair-share group)."""
 EVENTS = frozenset(
     cls.event_name
     for cls in (
@@ -128,6 +129,7 @@ def apply(
             priority=spec.priority,
             # As the aggregate decides: no owner, no scopes to reserve on.
             admitted=owner is None,
+            fair_share=None,
             created_at=env.occurred_at,
             updated_at=env.occurred_at,
             last_seq=event.seq,
@@ -137,13 +139,15 @@ def apply(
         return None, None
     if isinstance(payload, KernelServicePortsReported):
         return _ports(row, event, payload), None
-    changes: dict[str, Any] = {}
+    # Said only while waiting in a fair-share group: every other change clears it.
+    changes: dict[str, Any] = {"fair_share": None}
     match payload:
         case SessionAdmitted(reason=reason):
             status = SessionStatus.PENDING
             changes["admitted"] = True
         case SessionPendingReasonChanged(reason=reason):
             status = SessionStatus.PENDING
+            changes["fair_share"] = payload.fair_share
         case SessionScheduled(placements=placements, reason=reason):
             status = SessionStatus.SCHEDULED
             # In kernel order, each node once: what a user reads as "where it runs".

@@ -71,6 +71,20 @@ async def changed_kernels(engine: AsyncEngine, since: int) -> list[KernelInterva
         return [kernel_from_row(row) for row in await conn.execute(query)]
 
 
+async def held_since(
+    engine: AsyncEngine, resource_group: str, since: datetime
+) -> list[KernelInterval]:
+    """Every interval of ``resource_group`` still held at ``since`` or allocated after it
+    (fair share decays what ended earlier to nothing worth reading)."""
+    k = tables().kernels
+    query = select(k).where(
+        k.c.resource_group == resource_group, or_(k.c.ended_at.is_(None), k.c.ended_at > since)
+    )
+    async with engine.connect() as conn:
+        result = await conn.stream(query.execution_options(yield_per=FETCH))
+        return [kernel_from_row(row) async for row in result]
+
+
 async def holding(engine: AsyncEngine) -> list[KernelInterval]:
     """Every kernel holding its slots now (its interval not ended), by node and kernel id."""
     k = tables().kernels

@@ -42,7 +42,7 @@ def create_domain(cmd: a.CreateDomain, d: Directory, who: Who, now: datetime) ->
         return refused
     if cmd.name in d.domains:
         return exists(d, AggregateType.DOMAIN, cmd.name, cmd, f"domain {cmd.name}")
-    domain = Domain.create(cmd.name, cmd.description, cmd.total_resource_slots, now)
+    domain = Domain.create(cmd.name, cmd.description, cmd.total_resource_slots, now, cmd.fair_share)
     return Change((domain,), f"domain {cmd.name} created")
 
 
@@ -59,7 +59,7 @@ def _domain_change(
 
 def modify_domain(cmd: a.ModifyDomain, d: Directory, who: Who, now: datetime) -> Decision:
     def act(x: Domain) -> bool:
-        return x.modify(cmd.description, cmd.total_resource_slots, now)
+        return x.modify(cmd.description, cmd.total_resource_slots, now, cmd.fair_share)
 
     return _domain_change(cmd, d, who, act, "modified", "already had these settings")
 
@@ -91,7 +91,7 @@ def create_project(cmd: a.CreateProject, d: Directory, who: Who, now: datetime) 
         return refused
     project = Project.create(
         project_id, cmd.domain, cmd.name, cmd.description, cmd.total_resource_slots,
-        cmd.policy, now,
+        cmd.policy, now, cmd.fair_share,
     )  # fmt: skip
     return Change((project,), f"project {cmd.name} created in domain {cmd.domain}")
 
@@ -114,7 +114,7 @@ def modify_project(cmd: a.ModifyProject, d: Directory, who: Who, now: datetime) 
         return refused
 
     def act(x: Project) -> bool:
-        return x.modify(cmd.description, cmd.total_resource_slots, cmd.policy, now)
+        return x.modify(cmd.description, cmd.total_resource_slots, cmd.policy, now, cmd.fair_share)
 
     return _project_change(cmd, d, who, act, "modified", "already had these settings")
 

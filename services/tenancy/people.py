@@ -72,7 +72,14 @@ def create_user(cmd: a.CreateUser, d: Directory, who: Who, now: datetime) -> Dec
         if refused := policy_known(d, PolicyKind.KEYPAIR, cmd.keypair.policy):
             return refused
     user = User.create(
-        cmd.domain, cmd.role, cmd.email_digest, cmd.email_sealed, cmd.policy, cmd.projects, now
+        cmd.domain,
+        cmd.role,
+        cmd.email_digest,
+        cmd.email_sealed,
+        cmd.policy,
+        cmd.projects,
+        now,
+        cmd.fair_share,
     )
     said = f"user {user.id[:8]} created in domain {cmd.domain}"
     if cmd.keypair is None:
@@ -107,7 +114,7 @@ def modify_user(cmd: a.ModifyUser, d: Directory, who: Who, now: datetime) -> Dec
         return refused
 
     def act(user: User) -> bool:
-        return user.modify(cmd.role, cmd.policy, now)
+        return user.modify(cmd.role, cmd.policy, now, cmd.fair_share)
 
     return _user_change(cmd, d, who, act, "modified", "already had these settings")
 

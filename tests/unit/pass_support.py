@@ -100,9 +100,11 @@ class World:
     # ---- given ---------------------------------------------------------------------------
 
     async def sync(self) -> None:
-        """Fold what the store holds (own writes already folded from their acks are skipped)."""
+        """Fold what the store holds (own writes already folded from their acks are skipped),
+        and read past it as a tail does."""
         for event in self.store.events():
             self.state.apply(event)
+            self.state.position = max(self.state.position, event.seq)
 
     async def record(self, actor: Actor, *aggregates: Aggregate) -> None:
         """Store what ``aggregates`` decided, each after what the store holds, then fold it."""
@@ -248,6 +250,7 @@ class World:
         fresh = SchedulerState()
         for event in self.store.events():
             fresh.apply(event)
+            fresh.position = event.seq
         return fresh
 
     async def ledger(self, node_id: str) -> Node:

@@ -87,8 +87,9 @@ def ask(
     since: float = 0.0,
     mode: ClusterMode = ClusterMode.SINGLE_NODE,
     volumes: tuple[str, ...] = (),
+    account: tuple[str, str, str] = ("", "", ""),
 ) -> SessionRequest:
-    """``volumes``: those its folders lie on."""
+    """``volumes``: those its folders lie on; ``account``: its (domain, project, user)."""
     return SessionRequest(
         session_id,
         image,
@@ -99,6 +100,7 @@ def ask(
         waiting_since=since,
         cluster_mode=mode,
         volumes=frozenset(volumes),
+        account=account,
     )
 
 

@@ -41,6 +41,12 @@ class Table:
             (r for r in self.rows.values() if r.last_seq > since), key=lambda r: r.last_seq
         )
 
+    async def held_since(self, resource_group: str, since: object) -> list[KernelInterval]:
+        return []
+
+    async def waiting_owners(self, resource_group: str) -> set[tuple[str, str, str]]:
+        return set()
+
 
 def kernel(kernel_id: str, node: str, seq: int, *, gpu: int = 100) -> KernelInterval:
     return KernelInterval(

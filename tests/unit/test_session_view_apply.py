@@ -33,6 +33,7 @@ from projections.sessions import tables as session_tables
 from projections.sessions import view as sessions
 from projections.sessions.tables import SessionRecord, StatusEntry
 from projections.sessions.view import apply
+from schemas.fair_share import FairShareStanding
 from schemas.ids import kernel_id_for
 from schemas.principal import Actor, ActorKind, Tenant
 from schemas.resources import ResourceSlots
@@ -343,5 +344,33 @@ async def test_an_event_the_view_cannot_read_fails_the_batch_naming_it() -> None
         with pytest.raises(UnreadableEventError, match="cannot read SessionRequested"):
             async with writing(engine) as conn:
                 await sessions.apply_batch(conn, "", [requested(1, good), broken])
+    finally:
+        await engine.dispose()
+
+
+async def test_a_waiting_sessions_fair_share_is_kept_while_it_waits_and_read_back() -> None:
+    session = ref()
+    standing = FairShareStanding(domain=0.81, project=0.81, user=0.76)
+    events = [
+        requested(1, session, OWNED),
+        stored(2, session, 2, SessionAdmitted()),
+        stored(
+            3, session, 3, SessionPendingReasonChanged(reason="r; fair share", fair_share=standing)
+        ),
+    ]
+    row, _ = fold(events)
+    assert row is not None and row.fair_share == standing
+    placed = SessionScheduled(placements={kernel_id_for(session.id, 0): "n1"}, reason="placed")
+    after, _ = fold([*events, stored(4, session, 4, placed)])
+    assert after is not None and after.fair_share is None  # said only while it waits
+    engine = create_engine("sqlite+aiosqlite://")
+    t = session_tables.tables()
+    try:
+        async with writing(engine) as conn:
+            await conn.run_sync(t.metadata.create_all)
+            await sessions.apply_batch(conn, "", events)
+        async with engine.connect() as conn:
+            (stored_row,) = (await conn.execute(select(t.sessions))).all()
+        assert session_tables.from_row(stored_row).fair_share == standing
     finally:
         await engine.dispose()

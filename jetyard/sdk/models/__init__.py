@@ -39,6 +39,7 @@ from jetyard.sdk.models.images import (
 )
 from jetyard.sdk.models.sessions import (
     AppAccess,
+    FairShareFactors,
     KernelOutput,
     Mount,
     Outcome,
@@ -56,6 +57,7 @@ __all__ = [
     "AdminOutcome",
     "AppAccess",
     "DomainInfo",
+    "FairShareFactors",
     "GpuDeviceUsage",
     "ImagePull",
     "IssuedKeypair",

@@ -38,6 +38,8 @@ class DomainInfo(Model):
     description: str
     total_resource_slots: Limits
     active: bool
+    fair_share: int = 1
+    """Its share among its siblings for fair share."""
 
 
 class ProjectInfo(Model):
@@ -48,6 +50,7 @@ class ProjectInfo(Model):
     total_resource_slots: Limits
     policy: str
     active: bool
+    fair_share: int = 1
 
 
 class UserInfo(Model):
@@ -59,6 +62,7 @@ class UserInfo(Model):
     projects: list[str]
     default_access_key: str | None = None
     active: bool
+    fair_share: int = 1
 
 
 class KeypairInfo(Model):

@@ -42,6 +42,15 @@ class ServicePort(Model):
     public: bool
 
 
+class FairShareFactors(Model):
+    """A waiting session's owner's fair-share factors (0 to 1; higher goes first, the domain's
+    before the project's before the user's), as its reason says them."""
+
+    domain: float
+    project: float
+    user: float
+
+
 class SessionSummary(Model):
     """A session as listings show it."""
 
@@ -57,6 +66,8 @@ class SessionSummary(Model):
     exit_code: int | None = None
     result: str | None = None
     cluster_size: int
+    fair_share: FairShareFactors | None = None
+    """While PENDING in a fair-share group."""
     created_at: datetime
     updated_at: datetime
     seq: int

@@ -5,7 +5,8 @@ the arguments of ``createResourceGroup`` and ``modifyResourceGroup``, the fields
 Spelling: a setting's GraphQL name is its field's name in camelCase, ``_s`` (seconds) spelled
 ``Seconds`` (``starvation_after_s``: ``starvationAfterSeconds``). A field that is itself a model
 (``sandbox``) is not a setting: each of its fields is one, named by its own field's name
-(``sandbox.pids_limit``: ``pidsLimit``). An enumeration travels as a
+(``sandbox.pids_limit``: ``pidsLimit``; ``fair_share.gpu_usage_weight``: ``gpuUsageWeight``).
+A float is GraphQL's Float (an Int given for it is taken). An enumeration travels as a
 string (its value); a setting that may be unset takes 0 as an argument to unset it (null, or
 left out, is "not given": the new group's default, or the group's value on a change). Bounds
 are the model's: a value out of them is refused with a sentence naming the argument.
@@ -44,7 +45,7 @@ class Setting:
     """The resolver's parameter and type attribute; strawberry camelCases it."""
     graphql: str
     kind: type
-    """bool, int or a StrEnum."""
+    """bool, int, float (GraphQL's Float) or a StrEnum."""
     unsettable: bool
     """None is a value of the setting (e.g. no timeout)."""
     description: str
@@ -85,9 +86,11 @@ def _settings(model: type[BaseModel], within: str = "") -> list[Setting]:
 def _setting(dotted: str, name: str, field: FieldInfo) -> Setting:
     kinds = [k for k in get_args(field.annotation) if k is not types.NoneType]
     kind: object = kinds[0] if kinds else field.annotation
-    if not isinstance(kind, type) or not (kind in (bool, int) or issubclass(kind, StrEnum)):
-        # Decimal, float, lists...: say how GraphQL shows them here first.
-        raise TypeError(f"GroupScheduling.{dotted}: GraphQL settings are bool, int or StrEnum")
+    if not isinstance(kind, type) or not (kind in (bool, int, float) or issubclass(kind, StrEnum)):
+        # Decimal, lists...: say how GraphQL shows them here first.
+        raise TypeError(
+            f"GroupScheduling.{dotted}: GraphQL settings are bool, int, float or StrEnum"
+        )
     words = name.removesuffix("_s") + "_seconds" if name.endswith("_s") else name
     head, *rest = words.split("_")
     return Setting(
@@ -182,6 +185,8 @@ def group_scheduling(base: GroupScheduling, **given: Any) -> GroupScheduling:
             continue
         if setting.choices:
             value = choice(setting.graphql, str(value), setting.kind)
+        elif setting.kind is float:
+            value = float(value)
         elif setting.unsettable and setting.kind is int:
             if value < 0:
                 raise InputError(f"{setting.graphql} must not be negative, got {value}")

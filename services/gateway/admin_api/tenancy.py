@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import Annotated, Any
 
 import strawberry
 from graphql import GraphQLError
@@ -20,6 +20,7 @@ from commands.authorisation import (
     can_administer_domain,
     can_grant_role,
 )
+from schemas.fair_share import SHARE_MOST
 from schemas.tenancy import Role, SlotLimits, email_digest, project_id_for, user_id_for
 from services.gateway.admin_api import inputs as parse
 from services.gateway.admin_api.inputs import SlotLimitsInput
@@ -44,6 +45,28 @@ Ctx = Info[Context, Any]
 log = logging.getLogger(__name__)
 
 
+SHARE_ARGUMENT = (
+    "its share among its siblings for fair share, 1 to 10000 (docs/scheduling.md); left out: "
+    "1 at creation, kept on a change"
+)
+
+
+def _share(given: int | None) -> dict[str, int]:
+    """A creation's share, when given (left out: the command's default, 1)."""
+    return {} if given is None else {"fair_share": _in_bounds(given)}
+
+
+def _checked(given: int | None) -> int | None:
+    """A change's share: None keeps the one held."""
+    return None if given is None else _in_bounds(given)
+
+
+def _in_bounds(given: int) -> int:
+    if not 1 <= given <= SHARE_MOST:
+        raise invalid(InputError(f"fairShare must be 1 to {SHARE_MOST}, got {given}"))
+    return given
+
+
 def _limits(field: str, given: SlotLimitsInput | None) -> SlotLimits:
     try:
         return parse.slot_limits(field, given)
@@ -62,14 +85,16 @@ class TenancyMutation:
         name: str,
         description: str = "",
         total_resource_slots: SlotLimitsInput | None = None,
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         slots = _limits("totalResourceSlots", total_resource_slots)
         if not can_administer_cluster(me):
             raise forbidden(info, "only a superadmin creates domains")
         cmd = build(
-            admin.CreateDomain, me, name=name, description=description, total_resource_slots=slots
-        )
+            admin.CreateDomain, me, name=name, description=description, total_resource_slots=slots,
+            **_share(fair_share),
+        )  # fmt: skip
         return await run(ctx, cmd, name)
 
     @strawberry.mutation(description="Arguments left out keep their value; {} is unlimited.")
@@ -79,6 +104,7 @@ class TenancyMutation:
         name: str,
         description: str | None = None,
         total_resource_slots: SlotLimitsInput | None = None,
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         if not can_administer_cluster(me):
@@ -97,6 +123,7 @@ class TenancyMutation:
             name=name,
             description=domain.description if description is None else description,
             total_resource_slots=slots,
+            fair_share=_checked(fair_share),
         )
         return await run(ctx, cmd, name)
 
@@ -118,6 +145,7 @@ class TenancyMutation:
         description: str = "",
         total_resource_slots: SlotLimitsInput | None = None,
         policy: str = "default",
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         slots = _limits("totalResourceSlots", total_resource_slots)
@@ -131,6 +159,7 @@ class TenancyMutation:
             description=description,
             total_resource_slots=slots,
             policy=policy,
+            **_share(fair_share),
         )
         return await run(ctx, cmd, project_id_for(domain, name))
 
@@ -142,6 +171,7 @@ class TenancyMutation:
         description: str | None = None,
         total_resource_slots: SlotLimitsInput | None = None,
         policy: str | None = None,
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         project = visible_project(ctx, me, str(id))
@@ -159,6 +189,7 @@ class TenancyMutation:
             description=project.description if description is None else description,
             total_resource_slots=slots,
             policy=project.policy if policy is None else policy,
+            fair_share=_checked(fair_share),
         )
         return await run(ctx, cmd, str(id))
 
@@ -179,6 +210,7 @@ class TenancyMutation:
         projects: list[strawberry.ID] | None = None,
         policy: str = "default",
         keypair_policy: str = "default",
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         try:
@@ -204,7 +236,7 @@ class TenancyMutation:
         access_key, secret_key = new_access_key(), new_secret_key()
         fields: dict[str, Any] = {
             "domain": domain, "role": granted, "email_digest": digest, "policy": policy,
-            "projects": project_ids,
+            "projects": project_ids, **_share(fair_share),
         }  # fmt: skip
         first = {"access_key": access_key, "secret_key_id": "-", "policy": keypair_policy}
         build(admin.CreateUser, me, email_sealed="-", keypair=first, **fields)  # bad input
@@ -224,7 +256,12 @@ class TenancyMutation:
 
     @strawberry.mutation(description="Arguments left out keep their value.")
     async def modify_user(
-        self, info: Ctx, id: strawberry.ID, role: str | None = None, policy: str | None = None
+        self,
+        info: Ctx,
+        id: strawberry.ID,
+        role: str | None = None,
+        policy: str | None = None,
+        fair_share: Annotated[int | None, strawberry.argument(description=SHARE_ARGUMENT)] = None,
     ) -> AdminOutcome:
         me, ctx = who(info), ctx_of(info)
         try:
@@ -242,6 +279,7 @@ class TenancyMutation:
             user_id=str(id),
             role=user.role if granted is None else granted,
             policy=user.policy if policy is None else policy,
+            fair_share=_checked(fair_share),
         )
         return await run(ctx, cmd, str(id))
 

@@ -18,6 +18,9 @@ class DomainInfo:
     description: str
     total_resource_slots: Limits
     active: bool
+    fair_share: int = strawberry.field(
+        description="its share among its siblings for fair share (1 to 10000)"
+    )
 
     @classmethod
     def of(cls, domain: Domain) -> DomainInfo:
@@ -26,6 +29,7 @@ class DomainInfo:
             description=domain.description,
             total_resource_slots=Limits.of(domain.total_resource_slots),
             active=domain.active,
+            fair_share=domain.fair_share,
         )
 
 
@@ -38,6 +42,9 @@ class ProjectInfo:
     total_resource_slots: Limits
     policy: str
     active: bool
+    fair_share: int = strawberry.field(
+        description="its share among its siblings for fair share (1 to 10000)"
+    )
 
     @classmethod
     def of(cls, project: Project) -> ProjectInfo:
@@ -49,6 +56,7 @@ class ProjectInfo:
             total_resource_slots=Limits.of(project.total_resource_slots),
             policy=project.policy,
             active=project.active,
+            fair_share=project.fair_share,
         )
 
 
@@ -62,6 +70,9 @@ class UserInfo:
     projects: list[str]
     default_access_key: str | None
     active: bool
+    fair_share: int = strawberry.field(
+        description="its share among its siblings for fair share (1 to 10000)"
+    )
 
     @classmethod
     def of(cls, user: User, email: str | None) -> UserInfo:
@@ -74,6 +85,7 @@ class UserInfo:
             projects=sorted(user.projects),
             default_access_key=user.default_access_key,
             active=user.active,
+            fair_share=user.fair_share,
         )
 
 

@@ -13,7 +13,7 @@ from projections.queries import SessionView
 from services.gateway.cluster.owners import People
 from services.gateway.cluster.types import GroupQueue, WaitingSession
 from services.gateway.context import Context
-from services.gateway.core.types import resources
+from services.gateway.core.types import FairShareFactors, resources
 
 PAGE = 500
 MAX_WAITING = 2000
@@ -78,6 +78,7 @@ async def queues_of(
                     priority=r.priority,
                     admitted=r.admitted,
                     reason=r.status_reason,
+                    fair_share=FairShareFactors.of(r.fair_share),
                     created_at=r.created_at,
                 )
             )

@@ -18,7 +18,7 @@ from strawberry.scalars import JSON
 
 from projections.nodes import DRAINING
 from projections.queries import NodeView
-from services.gateway.core.types import Resources, resources
+from services.gateway.core.types import FairShareFactors, Resources, resources
 
 
 @strawberry.type
@@ -138,6 +138,10 @@ class WaitingSession:
     admitted: bool = strawberry.field(description="its quota is reserved")
     reason: str = strawberry.field(description="the scheduler's words for why it waits")
     created_at: datetime
+    fair_share: FairShareFactors | None = strawberry.field(
+        default=None,
+        description="in a fair-share group: its owner's factors, as its reason says them",
+    )
 
 
 @strawberry.type

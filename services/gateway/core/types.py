@@ -8,6 +8,8 @@ from enum import Enum
 
 import strawberry
 
+from schemas.fair_share import FairShareStanding
+
 
 @strawberry.enum
 class OutcomeStatus(Enum):
@@ -45,3 +47,20 @@ def resources(cpu_milli: int, memory_bytes: int, gpu_hundredths: int) -> Resourc
         memory_bytes=str(memory_bytes),
         gpu=str(Decimal(gpu_hundredths) / 100),
     )
+
+
+@strawberry.type(
+    description="Where a waiting session's owner stands in a fair-share group, as the scheduler "
+    "ordered its queue: each level's factor 2^(-usage/share), 0 to 1, two decimals; after "
+    "priority the queue takes the highest domain, then project, then user (docs/scheduling.md)"
+)
+class FairShareFactors:
+    domain: float
+    project: float
+    user: float = strawberry.field(description="Slurm's classic fair-share factor")
+
+    @classmethod
+    def of(cls, standing: FairShareStanding | None) -> FairShareFactors | None:
+        if standing is None:
+            return None
+        return cls(domain=standing.domain, project=standing.project, user=standing.user)

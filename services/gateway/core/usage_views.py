@@ -10,6 +10,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from projections import queries
 from projections.usage import queries as usage_queries
 from projections.usage.accounting import UsageGroup, UsageLine
 from projections.usage.queries import UsageScope
@@ -35,6 +36,15 @@ class UsageViews(Protocol):
         """Every interval changed after log position ``since``, oldest change first."""
         ...
 
+    async def held_since(self, resource_group: str, since: datetime) -> list[KernelInterval]:
+        """Every interval of the group still held at ``since`` or allocated after it."""
+        ...
+
+    async def waiting_owners(self, resource_group: str) -> set[tuple[str, str, str]]:
+        """(domain, project id, user id) of the owners with a session waiting in the group
+        (from the sessions view)."""
+        ...
+
 
 class SqlUsageViews:
     def __init__(self, engine: AsyncEngine) -> None:
@@ -58,3 +68,9 @@ class SqlUsageViews:
 
     async def changed(self, since: int) -> list[KernelInterval]:
         return await usage_queries.changed_kernels(self._engine, since)
+
+    async def held_since(self, resource_group: str, since: datetime) -> list[KernelInterval]:
+        return await usage_queries.held_since(self._engine, resource_group, since)
+
+    async def waiting_owners(self, resource_group: str) -> set[tuple[str, str, str]]:
+        return await queries.waiting_owners(self._engine, resource_group)

@@ -15,7 +15,7 @@ from strawberry.types import Info
 from projections.queries import SessionView
 from projections.sessions.tables import KernelPort, StatusEntry
 from services.gateway.context import Context
-from services.gateway.core.types import PageInfo, Resources, resources
+from services.gateway.core.types import FairShareFactors, PageInfo, Resources, resources
 
 
 @strawberry.type
@@ -150,6 +150,10 @@ class Session:
         description="its kernels' apps (its image's service ports), each once its kernel's "
         "agent has waited for it; in kernel order"
     )
+    fair_share: FairShareFactors | None = strawberry.field(
+        description="while PENDING in a fair-share group: its owner's factors, as its "
+        "statusReason says them; null otherwise"
+    )
     created_at: datetime
     updated_at: datetime
     all_history: strawberry.Private[list[StatusChange]]
@@ -199,6 +203,7 @@ class Session:
                 for m in r.mounts
             ],
             service_ports=[ServicePort.of(p) for p in r.service_ports],
+            fair_share=FairShareFactors.of(r.fair_share),
             created_at=r.created_at,
             updated_at=r.updated_at,
             all_history=[StatusChange.of(h) for h in view.history],

@@ -1,7 +1,7 @@
-"""The GraphQL usage query: resources x time per session, user, project, domain or resource
-group over a range (``docs/usage.md``). Answered by ``report.usage_report``, the same
-function as ``GET /usage.csv``; the caller's role narrows it there. Reads the usage view;
-writes nothing."""
+"""The GraphQL usage queries: resources x time per session, user, project, domain or resource
+group over a range (``docs/usage.md``), answered by ``report.usage_report``, the same
+function as ``GET /usage.csv``; and a group's fair-share tree (``fair_share``). The caller's
+role narrows both. Reads the usage view; writes nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from strawberry.types import Info
 from projections.usage.accounting import UsageGroup as Group
 from projections.usage.accounting import UsageLine
 from services.gateway.context import Context, ctx_of, who
+from services.gateway.usage.fair_share import FairShareLine, fair_share_lines
 from services.gateway.usage.report import UsageAsk, UsageInputError, UsageReport, usage_report
 
 
@@ -95,8 +96,52 @@ class UsageReportType:
         )
 
 
+@strawberry.type(description="One domain, project or user of a fair-share tree, in one group.")
+class FairShareRow:
+    level: str = strawberry.field(description="domain | project | user")
+    domain: str
+    project_id: strawberry.ID | None
+    user_id: strawberry.ID | None
+    share: int = strawberry.field(description="as given (createDomain ... fairShare)")
+    normalized_share: float = strawberry.field(
+        description="S: the product down the tree of share / the active siblings' shares"
+    )
+    usage: float = strawberry.field(
+        description="resource-seconds, weighted per slot and decayed with the half-life"
+    )
+    normalized_usage: float = strawberry.field(
+        description="usage over the group's weighted capacity held forever"
+    )
+    factor: float = strawberry.field(
+        description="2^(-normalizedUsage/normalizedShare): 1 unused, lower used more"
+    )
+
+    @classmethod
+    def of(cls, line: FairShareLine) -> FairShareRow:
+        level = line.standing
+        return cls(
+            level=line.level, domain=line.domain,
+            project_id=None if line.project_id is None else strawberry.ID(line.project_id),
+            user_id=None if line.user_id is None else strawberry.ID(line.user_id),
+            share=level.share, normalized_share=level.share_norm, usage=level.usage,
+            normalized_usage=level.usage_norm, factor=level.factor,
+        )  # fmt: skip
+
+
 @strawberry.type
 class UsageQuery:
+    @strawberry.field(
+        description="A resource group's fair-share tree now: every active domain, project "
+        "and user (with usage or a session waiting) with its share, decayed usage and factor, "
+        "as the scheduler weighs them (docs/scheduling.md, Fair share). All for those who read "
+        "every domain, your domain's for an admin, monitor or auditor, your own lines for a user."
+    )
+    async def fair_share(self, info: Info[Context, Any], resource_group: str) -> list[FairShareRow]:
+        lines = await fair_share_lines(
+            ctx_of(info).services, who(info), resource_group, datetime.now(UTC)
+        )
+        return [FairShareRow.of(line) for line in lines]
+
     @strawberry.field(
         description="Resources x time in [from, to) per session, user, project, domain or "
         "resource group: yours (a user), your domain's (an admin or monitor), or all (a "

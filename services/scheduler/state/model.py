@@ -28,6 +28,7 @@ from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
 from services.scheduler.rules.deadlines import NEVER, LastActivity
+from services.scheduler.state.usage import UsageFeed
 
 DEFAULT_RESOURCE_GROUP = "default"
 
@@ -127,6 +128,10 @@ class StateModel(FoldedState):
         """Session id -> ids of the quota scopes that queue or reserve it."""
         self.releasable: dict[str, None] = {}
         """Ended sessions some quota scope still holds: a pass releases them."""
+        self.usage = UsageFeed()
+        """Each owner's decayed usage of each resource group (fair share), folded from the
+        node ledgers' allocations and releases at their own times, in the log's order:
+        ``usage.until(position)``."""
         self.placers: dict[str, Placer] = {}
         """Resource group -> its placer (what placement remembers between passes)."""
         self.offers: dict[str, KeptOffer] = {}

@@ -28,13 +28,14 @@ from placement import (
     Placer,
     SessionRequest,
 )
-from placement.reasons import while_waiting
+from placement.fairshare import FairShareInput
+from placement.reasons import while_waiting, with_fair_share
 from schemas.cluster_network import MASTER_PORT, ClusterNetwork, local_rank
 from schemas.images import ImageSource
 from schemas.resources import ResourceSlots
 from schemas.sandbox import Sandbox
 from schemas.session import SessionSpec
-from schemas.tenancy import QueuePolicy
+from schemas.tenancy import GroupScheduling, QueuePolicy
 from services.scheduler.rules.cluster_network import cluster_network, free_slot, slot_of
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.state.model import AgentInfo, KeptOffer
@@ -60,9 +61,12 @@ def place_group(
         request_of(state.sessions[sid], now, pullable=sources[sid] is not None) for sid in waiting
     ]
     usage = _usage(state, offers) if policy.queue_policy is QueuePolicy.DRF else None
+    fair = None
+    if policy.queue_policy is QueuePolicy.FAIR_SHARE:
+        fair = _fair(state, group, policy, now)
     placer = state.placers.setdefault(group, Placer())
     decisions = placer.place(
-        requests, offers, policy, group=group, usage=usage, now=now.timestamp()
+        requests, offers, policy, group=group, usage=usage, now=now.timestamp(), fair=fair
     )
     left: list[str] = []
     for decision in decisions:
@@ -73,7 +77,11 @@ def place_group(
             left.append(session.id)
             if session.id in state.preempting:
                 continue  # it says what it waits for: its victims to stop
-            if session.note_pending_reason(while_waiting(decision.reason), now):
+            reason = while_waiting(decision.reason)
+            standing = decision.fair_share.rounded() if decision.fair_share else None
+            if standing is not None:
+                reason = with_fair_share(reason, standing)
+            if session.note_pending_reason(reason, now, fair_share=standing):
                 space.unit(cause_of(tracked), session)
             continue
         nodes = _allocate(state, session, decision, space, now, policy.sandbox, sources[session.id])
@@ -253,12 +261,18 @@ def request_of(tracked: TrackedSession, now: datetime, *, pullable: bool = False
         KernelRequest(kernel_id, kernel.resources)
         for kernel_id, kernel in zip(session.kernel_ids, spec.kernels, strict=True)
     )
+    owner = session.owner
     return SessionRequest(
         session_id=session.id,
         image=spec.image,
         kernels=kernels,
         priority=spec.priority,
-        owner=session.owner.access_key if session.owner is not None else "",
+        owner=owner.access_key if owner is not None else "",
+        # As the usage book counts it (``state.nodes``): a session from before tenancy under
+        # its tenant.
+        account=(owner.domain, owner.project_id, owner.user_id)
+        if owner is not None
+        else (tracked.tenant.domain, tracked.tenant.project or "", ""),
         order=tracked.order,
         # Admitted in this very pass (not folded yet): it has waited for nothing so far.
         waiting_since=tracked.placeable_since or now.timestamp(),
@@ -289,3 +303,12 @@ def _usage(state: SchedulerState, offers: list[NodeOffer]) -> dict[str, Resource
         key: ResourceSlots(cpu_milli=c, memory_bytes=m, gpu_hundredths=g)
         for key, (c, m, g) in usage.items()
     }
+
+
+def _fair(
+    state: SchedulerState, group: str, policy: GroupScheduling, now: datetime
+) -> FairShareInput:
+    """Each owner's decayed usage of the group now, and the shares the directory gives
+    (O(owners) per pass: the book keeps one accumulator per owner)."""
+    usage = state.usage.until(state.position).usage(group, now.timestamp())
+    return FairShareInput(usage, policy.fair_share, state.directory.fair_share)

@@ -51,7 +51,7 @@ export const QUEUE = `query Queue { cluster {
   queues { resourceGroup length }
   waiting {
     resourceGroup sessionId name user domain position clusterSize clusterMode priority admitted
-    reason createdAt perKernel ${RESOURCES}
+    reason createdAt perKernel ${RESOURCES} fairShare { domain project user }
   }
   notes { ${NOTE} }
 } }`;

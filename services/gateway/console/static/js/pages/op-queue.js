@@ -1,7 +1,8 @@
 // Operate › Queue: each resource group's waiting sessions, head first, with their place, what
-// each kernel asks, how long they have waited, the scheduler's reason and, in words, why they
-// do not fit (fragmentation, not enough free, or room now). Live through clusterChanges. Asks
-// only the queues, the waiting and the notes: no node.
+// each kernel asks, how long they have waited, their fair-share factor (fair-share groups),
+// the scheduler's reason and, in words, why they do not fit (fragmentation, not enough free,
+// or room now). Live through clusterChanges. Asks only the queues, the waiting and the notes:
+// no node.
 
 import { clockEl, h, replace, resourcesWords, timeEl } from "../dom.js";
 import { errorBox } from "../errors.js";
@@ -17,6 +18,17 @@ function asks(w) {
   return w.clusterSize > 1 ? `${w.clusterSize} × (${each}) ${w.clusterMode}` : each;
 }
 
+const two = (x) => x.toFixed(2);
+
+/** The owner's user factor, with the domain's and project's that order before it. */
+function fairShare(w) {
+  const f = w.fairShare;
+  if (!f) return h("span", { class: "hint" }, "—");
+  const title = "2^(-usage/share), 0 to 1: after priority the queue takes the highest domain, then project, then user factor";
+  return h("span", { class: "op-fair-share", title },
+    two(f.user), h("div", { class: "sub" }, `domain ${two(f.domain)} · project ${two(f.project)}`));
+}
+
 function row(w) {
   return h("tr", { dataset: { session: w.sessionId } },
     h("td", { class: "num" }, w.position ? ordinal(w.position) : h("span", { class: "hint", title: "not on the scheduler's list: not admitted yet, or set aside by a dependency or a start time" }, "—")),
@@ -25,6 +37,7 @@ function row(w) {
     h("td", {}, w.user ?? "", w.domain && h("div", { class: "sub" }, w.domain)),
     h("td", {}, asks(w)),
     h("td", { class: "num" }, String(w.priority)),
+    h("td", { class: "num" }, fairShare(w)),
     h("td", {}, timeEl(w.createdAt), w.admitted ? null : h("div", { class: "sub" }, "quota not reserved yet")),
     h("td", { class: "op-why" }, h("div", {}, w.reason),
       w.note && w.note.kind !== "fits" && h("div", { class: "op-note" }, noteBadge(w.note), " ", w.note.text)));
@@ -35,7 +48,7 @@ function groupSection(group) {
     h("h2", {}, `Group ${group.name}`, h("span", { class: "tag" }, `${group.length} waiting`)),
     group.waiting.length < group.length && h("p", { class: "hint" }, `${group.length - group.waiting.length} of them belong to domains you may not read.`),
     h("table", { class: "table compact" },
-      h("thead", {}, h("tr", {}, ["#", "Session", "Owner", "Each kernel asks", "Priority", "Waiting since", "Why it waits"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["#", "Session", "Owner", "Each kernel asks", "Priority", "Fair share", "Waiting since", "Why it waits"].map((t) => h("th", {}, t)))),
       h("tbody", {}, group.waiting.map(row))));
 }
 
