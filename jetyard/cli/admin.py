@@ -1,9 +1,10 @@
 """``jetyard admin``: bringing people in, through the SDK (``jetyard.sdk.admin``), signed in as
 an administrator. ``user create EMAIL --project NAME`` makes a person in a project (by name)
-with a default keypair and prints their password once (and a keypair's secret with
-``--keypair``); ``user import FILE.csv`` does it for a whole roster and prints a CSV of who
-was created with their passwords; ``user list``, ``user join``, ``keypair create``; ``node``
-(join tokens, removing a node: ``jetyard.cli.admin_nodes``).
+with a default keypair (and a fair share with ``--fair-share``) and prints their password
+once (and a keypair's secret with ``--keypair``); ``user import FILE.csv`` does it for a
+whole roster and prints a CSV of who was created with their passwords; ``user list``,
+``user join``, ``keypair create``; ``node`` (join tokens, removing a node:
+``jetyard.cli.admin_nodes``).
 Exit status 0 done, 1 refused by the gateway, 2 a usage or credentials problem."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jetyard.sdk.admin import Newcomer, NewUser, PartlyAddedError, RosterError, 
 from jetyard.sdk.async_client import AsyncClient
 from jetyard.sdk.config import ConfigError, Credentials
 from jetyard.sdk.errors import JetyardError
+from schemas.fair_share import SHARE_MOST
 
 ROLES = ("user", "admin", "monitor", "superadmin")
 OUTPUT_COLUMNS = ("email", "name", "project", "role", "user_id", "password")
@@ -44,6 +46,13 @@ def add_parser(sub: Any) -> None:
     create.add_argument("--role", default="user", choices=ROLES)
     create.add_argument("--password", help="default: a new one, printed once")
     create.add_argument("--domain", help="default: your own")
+    create.add_argument(
+        "--fair-share",
+        type=fair_share,
+        metavar="N",
+        help=f"their share among their project's users for fair share, 1 to {SHARE_MOST} "
+        "(default 1; docs/scheduling.md)",
+    )
     create.add_argument(
         "--keypair", action="store_true", help="also issue a keypair and print its secret once"
     )
@@ -69,6 +78,19 @@ def add_parser(sub: Any) -> None:
     issue.add_argument("email", help="an email or a user id")
     issue.add_argument("--policy", help="a keypair resource policy (default: default)")
     admin_nodes.add_parsers(what)
+
+
+def fair_share(text: str) -> int:
+    """``--fair-share``: a whole number within the bounds the gateway takes."""
+    try:
+        given = int(text)
+    except ValueError:
+        given = 0
+    if not 1 <= given <= SHARE_MOST:
+        raise argparse.ArgumentTypeError(
+            f"a share is a whole number from 1 to {SHARE_MOST}, got {text!r}"
+        )
+    return given
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,8 +141,9 @@ async def _call(args: argparse.Namespace, signed_in: Credentials, roster: list[N
 
 async def _create(jy: AsyncClient, args: argparse.Namespace) -> int:
     made = await jy.admin.add_user(
-        args.email, args.project, role=args.role, password=args.password, domain=args.domain
-    )
+        args.email, args.project, role=args.role, password=args.password, domain=args.domain,
+        fair_share=args.fair_share,
+    )  # fmt: skip
     keys = await jy.admin.create_keypair(made.user_id) if args.keypair else None
     if args.json:
         shown: dict[str, Any] = {

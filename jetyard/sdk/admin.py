@@ -226,12 +226,14 @@ class Admin:
         role: str = "user",
         projects: builtins.list[str] | None = None,
         policy: str | None = None,
+        fair_share: int | None = None,
     ) -> AdminOutcome:
         """A person, with a default keypair; ``projects``: names (or ids) of projects of
-        ``domain``. The outcome's ``id`` is the user's. ``add_user`` also makes a password."""
+        ``domain``; ``fair_share``: their share among their project's users (1 to 10000;
+        left out: 1). The outcome's ``id`` is the user's. ``add_user`` also makes a password."""
         return await self._mutate(
             "createUser", email=email, password=password, domain=domain, role=role,
-            projects=projects, policy=policy,
+            projects=projects, policy=policy, fair_share=fair_share,
         )  # fmt: skip
 
     async def add_user(
@@ -242,14 +244,18 @@ class Admin:
         role: str = "user",
         password: str | None = None,
         domain: str | None = None,
+        fair_share: int | None = None,
     ) -> NewUser:
         """Onboarding in one call: the person, in the project(s) named (by name), with a
         default keypair, and a password (made here when not given: ``NewUser.password`` is
-        the only place it is shown). ``domain``: the caller's own when left out."""
+        the only place it is shown). ``domain``: the caller's own when left out;
+        ``fair_share``: as ``create_user``'s."""
         named = [project] if isinstance(project, str) else builtins.list(project)
         domain = domain or (await self.viewer()).domain
         secret = password or new_password()
-        outcome = await self.create_user(email, secret, domain=domain, role=role, projects=named)
+        outcome = await self.create_user(
+            email, secret, domain=domain, role=role, projects=named, fair_share=fair_share
+        )
         return NewUser(email, str(outcome.id), secret, tuple(named), role, domain)
 
     async def add_users(

@@ -2,9 +2,10 @@
 four GPUs, signed in as the superadmin ``up`` made: the GPU map follows fractional sessions
 without a reload and says in words why a waiting request does not fit; a node is cordoned and
 uncordoned from its card; usage exported as CSV is the GraphQL answer for the same range; a
-session's and a node's event logs open and grow live; people and policies are listed. Every
-page is saved under ``tests/browser/artifacts/operator-*.png``; every test fails on a page
-error or a request that leaves this machine (``conftest.page``)."""
+session's and a node's event logs open and grow live; people and policies are listed; in a
+fair-share group the Queue page shows a waiting session's factors. Every page is saved under
+``tests/browser/artifacts/operator-*.png``; every test fails on a page error or a request that
+leaves this machine (``conftest.page``)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,38 @@ def test_the_gpu_map_follows_fractional_sessions_and_explains_the_fragmentation(
 
 def stack_reason(stack: Jetyard, session_id: str) -> str:
     return str(stack.gql(SESSION, id=session_id)["data"]["session"]["statusReason"])
+
+
+POLICY = """mutation($q: String!) {
+    modifyResourceGroup(name: "default", queuePolicy: $q) { status message } }"""
+FACTORS = "query($id: ID!) { session(id: $id) { fairShare { domain project user } } }"
+
+
+def test_the_queue_shows_a_fair_share_groups_factors(
+    page: Page, gpu_stack: Jetyard, operator: Researcher, sessions: list[str]
+) -> None:
+    changed = gpu_stack.gql(POLICY, q="fair-share")["data"]["modifyResourceGroup"]
+    assert changed["status"] == "ACCEPTED", changed
+    try:
+        create(gpu_stack, sessions, gpu=str(GPUS), name="all-gpus")
+        waiting = create(gpu_stack, sessions, gpu="1", name="fair-wait")
+        wait_until(lambda: "; fair share: " in stack_reason(gpu_stack, waiting), "its factors")
+        factors = gpu_stack.gql(FACTORS, id=waiting)["data"]["session"]["fairShare"]
+        sign_in(page, gpu_stack.url, operator)
+        page.goto(f"{gpu_stack.url}/console/#/operate/queue")
+        queue = page.locator(".op-queue[data-group='default']")
+        expect(queue.locator("thead")).to_contain_text("Fair share")
+        cell = queue.locator(f"tr[data-session='{waiting}'] .op-fair-share")
+        # The user's factor first, then the domain's and project's that order before it: the
+        # numbers the API gives, two decimals.
+        expect(cell).to_contain_text(f"{factors['user']:.2f}")
+        expect(cell.locator(".sub")).to_have_text(
+            f"domain {factors['domain']:.2f} · project {factors['project']:.2f}"
+        )
+        expect(cell).to_have_attribute("title", re.compile(r"^2\^\(-usage/share\)"))
+        shot(page, "operator-queue-fair-share")
+    finally:
+        gpu_stack.gql(POLICY, q="fifo")
 
 
 def test_an_operator_cordons_and_uncordons_a_node_from_its_card(

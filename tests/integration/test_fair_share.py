@@ -2,7 +2,7 @@
 four GPUs: a heavy user fills it, then asks for more before a light user does; when GPUs free,
 the light user's sessions take them and the heavy user's wait, each saying its factors. Both
 replicas fold the same usage from the log, to the bit, and a replay of the log finds nothing
-wrong (``events.audit.invariants``)."""
+wrong (``events.audit.invariants``), the factors each reason recorded among what it judges."""
 
 from __future__ import annotations
 
@@ -122,3 +122,5 @@ async def test_a_heavy_users_new_sessions_wait_behind_a_light_users(
     finally:
         await client.close()
     assert report.violations == []
+    # The replay judged the factors the reasons recorded against the log's own usage.
+    assert report.fair_shares > 0, report

@@ -76,3 +76,18 @@ def test_completion_scripts_ask_jetyard_itself() -> None:
 def test_log_lines_are_json_objects_with_their_seq() -> None:
     line = _json_line(42, {"name": "SessionCreated", "payload": {"a": 1}})
     assert json.loads(line) == {"seq": 42, "name": "SessionCreated", "payload": {"a": 1}}
+
+
+def test_admin_user_create_takes_a_fair_share_within_its_bounds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ("admin", "user", "create", "a@b.org", "--project", "vision")
+    assert _parse(*argv).fair_share is None  # left out: the gateway's default, 1
+    assert _parse(*argv, "--fair-share", "1").fair_share == 1
+    assert _parse(*argv, "--fair-share", "10000").fair_share == 10_000
+    for bad in ("0", "-1", "10001", "1.5", "many"):
+        with pytest.raises(SystemExit) as exited:
+            _parse(*argv, "--fair-share", bad)
+        assert exited.value.code == 2
+        said = f"argument --fair-share: a share is a whole number from 1 to 10000, got {bad!r}"
+        assert said in capsys.readouterr().err

@@ -107,6 +107,25 @@ def test_admin_calls_write_their_arguments_and_refusals_raise() -> None:
             jy.admin.create_user("taken@b.org", "pw")
 
 
+def test_a_user_made_with_a_fair_share_sends_it_and_one_without_leaves_it_out() -> None:
+    seen: list[str] = []
+
+    def answer(query: str, variables: dict[str, Any] | None) -> dict[str, Any]:
+        seen.append(query)
+        if "viewer" in query:
+            return {"viewer": {"userId": "me", "role": "admin", "domain": "lab", "projects": [],
+                               "accessKey": "AK"}}  # fmt: skip
+        return {"createUser": {"commandId": "c", "status": "ACCEPTED", "message": "", "id": "u1"}}
+
+    with Client("http://gw.test", "AK", "SK", transport=_gateway([], answer)) as jy:
+        jy.admin.create_user("a@b.org", "pw", fair_share=5)
+        made = jy.admin.add_user("b@b.org", "vision", fair_share=10_000)
+        jy.admin.create_user("c@b.org", "pw")
+    assert "fairShare: 5" in seen[0]
+    assert made.domain == "lab" and "fairShare: 10000" in seen[-2]
+    assert "fairShare" not in seen[-1]
+
+
 def test_half_a_keypair_is_refused() -> None:
     with pytest.raises(ValueError, match="both its access key and its secret key"):
         AsyncClient("http://gw.test", "AK")

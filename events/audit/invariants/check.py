@@ -1,6 +1,6 @@
 """The invariant check: one fold over the log in stream order, feeding each event to the rules
-that read it (``decisions`` reads every event; ``lifecycle``, ``placements``, ``ledgers``
-and ``quota`` the events they name). Pure; ``replay`` reads the stream into it.
+that read it (``decisions`` reads every event; ``lifecycle``, ``placements``, ``ledgers``,
+``quota`` and ``fair_share`` the events they name). Pure; ``replay`` reads the stream into it.
 
 Every event costs a dict lookup and the few handlers that read it: payloads stay plain dicts
 (no pydantic model per event), which keeps a replay of millions of events in seconds.
@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from events.audit.invariants.decisions import Decisions
+from events.audit.invariants.fair_share import FairShares
 from events.audit.invariants.ledgers import Ledgers, Payload
 from events.audit.invariants.lifecycle import Lifecycle
 from events.audit.invariants.placements import Placements
@@ -32,12 +33,14 @@ class Checker:
         self._placements = Placements(report)
         self._ledgers = Ledgers(report, self._placements.ended)
         self._quotas = Quotas(report)
+        self._fair_shares = FairShares(report)
         self._handlers: dict[str, tuple[Handler, ...]] = {}
         for found in (
             self._lifecycle.handlers(),
             self._placements.handlers(self._ledgers),
             self._ledgers.handlers(),
             self._quotas.handlers(),
+            self._fair_shares.handlers(),
         ):
             for name, handler in found.items():
                 self._handlers[name] = (*self._handlers.get(name, ()), handler)
@@ -61,7 +64,7 @@ class Checker:
         handlers = self._handlers.get(name)
         if handlers is None:
             return
-        self._quotas.at = at
+        self._quotas.at = self._fair_shares.at = at
         for handler in handlers:
             try:
                 handler(seq, aggregate_id, payload)
@@ -82,6 +85,7 @@ class Checker:
         was read, so every ended session's resources must have been given back by now."""
         self._placements.finish(self._ledgers, settled=settled)
         self._quotas.finish(self._lifecycle.ended, settled=settled)
+        self._fair_shares.finish()
         return self.report
 
 

@@ -45,6 +45,10 @@ class InvariantReport:
     """Allocations that named their devices (and so had them checked)."""
     reservations: int = 0
     """``QuotaReserved`` events checked against the limits the log says applied."""
+    fair_shares: int = 0
+    """Fair-share factors recorded in reasons, found to be what the log implies."""
+    fair_shares_unchecked: int = 0
+    """Fair-share factors the log cannot judge (``fair_share`` says when)."""
 
     @property
     def ok(self) -> bool:
