@@ -2,21 +2,27 @@
 batches: the ordered-consumer reader.
 
 Reads ``ev.>`` (or narrower filters) through an ephemeral pull consumer with no acks, fetched
-up to 256 messages at a time. It is "ordered" the way nats' ordered consumers are: it tracks the
-consumer sequence, and if a message is skipped or the consumer vanishes (server restart,
-inactivity) it recreates the consumer from the last delivered stream sequence + 1.
+up to 256 messages at a time (pull requests sent by hand: ``Tail._ask``). It is "ordered" the
+way nats' ordered consumers are: it tracks the consumer sequence, and if a message is skipped
+or the consumer vanishes (server restart, inactivity) it recreates the consumer from the last
+delivered stream sequence + 1.
 Live feeds must use this, never a core subscription to ``ev.>`` (which also sees refused writes).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
+import time
+from collections import deque
 
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
+from nats.aio.subscription import Subscription
+from nats.js import api
 
 from events.bus import Bus
 from events.direct import RawMessage
@@ -25,6 +31,11 @@ from events.store import decode
 from schemas.subjects import EVENT_NAME_HEADER, EVENTS_STREAM, events_of
 
 log = logging.getLogger(__name__)
+
+PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT"
+PULL_MARGIN_S = 0.05
+"""How much earlier than the server this reader counts a pull request as expired: past it, a
+request whose end was never heard of (a reconnect lost it) is replaced by a new one."""
 
 
 class Tail:
@@ -48,11 +59,19 @@ class Tail:
         self.pending = -1
         """Messages the consumer still had after the last delivered one, or when it was opened
         (-1: not known yet)."""
-        self._sub: JetStreamContext.PullSubscription | None = None
+        self._sub: Subscription | None = None
         self._consumer: str | None = None
         self._consumer_seq = 0
+        self._inbox: deque[Msg] = deque()
+        """What the consumer delivered that ``fetch_raw`` has not taken yet (a new one for each
+        consumer opened: a late delivery to an old one lands nowhere it is read)."""
+        self._arrived = asyncio.Event()
+        self._owed = 0
+        """Messages the pull request in flight may still deliver (0: none in flight)."""
+        self._owed_until = 0.0
+        """When (monotonic) this reader counts the request in flight as expired."""
 
-    async def _open(self) -> JetStreamContext.PullSubscription:
+    async def _open(self) -> Subscription:
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=self.position + 1,
@@ -64,26 +83,86 @@ class Tail:
             filter_subject=self._subjects[0] if len(self._subjects) == 1 else None,
         )
         self._consumer_seq = 0
-        self._consumer = config.name = self._bus.nc.new_inbox().rsplit(".", 1)[1]
+        self._owed = 0
+        subject = self._bus.nc.new_inbox()
+        self._consumer = config.name = subject.rsplit(".", 1)[1]
         info = await self._bus.js.add_consumer(self._stream, config)
         self.pending = int(info.num_pending or 0)
-        self._sub = await self._bus.js.pull_subscribe_bind(self._consumer, stream=self._stream)
+        # A core subscription of its own, its pull requests sent by hand (``_ask``): nats-py's
+        # ``fetch`` keeps waiting for a full batch after the first message of a long poll
+        # arrives, which held a lone event back for up to the poll's whole timeout.
+        inbox: deque[Msg] = deque()
+        arrived = self._arrived
+
+        async def deliver(msg: Msg) -> None:
+            inbox.append(msg)
+            arrived.set()
+
+        self._inbox = inbox
+        self._sub = await self._bus.nc.subscribe(subject, cb=deliver)
         return self._sub
 
     async def _reset(self, why: str) -> None:
         log.info("tail restarts at %d: %s", self.position + 1, why)
         await self.close()
 
+    async def _ask(self, sub: Subscription, timeout: float) -> None:
+        """A pull request for the next batch, long-polling up to ``timeout``, unless one is in
+        flight: what it delivers lands in the inbox whenever it comes, in order."""
+        now = time.monotonic()
+        if self._owed > 0 and now < self._owed_until:
+            return
+        expires = max(timeout, 2 * PULL_MARGIN_S)
+        request = {"batch": self._batch, "expires": int(expires * 1e9)}
+        await self._bus.nc.publish(
+            f"{PULL_PREFIX}.{self._stream}.{self._consumer}",
+            json.dumps(request).encode(),
+            reply=sub.subject,
+        )
+        self._owed, self._owed_until = self._batch, now + expires - PULL_MARGIN_S
+
+    def _drain(self) -> tuple[list[Msg], str]:
+        """The messages in the inbox, and what ended the consumer if something did."""
+        got: list[Msg] = []
+        inbox = self._inbox
+        while inbox:
+            msg = inbox.popleft()
+            status = (msg.headers or {}).get(api.Header.STATUS)
+            if not status:
+                self._owed -= 1
+                got.append(msg)
+            elif status in (api.StatusCode.REQUEST_TIMEOUT, api.StatusCode.NO_MESSAGES):
+                self._owed = 0  # that request is over
+            elif status != api.StatusCode.CONTROL_MESSAGE:
+                # The consumer is gone (no responders), moved or refuses: open a new one.
+                return got, f"the consumer answered {status} {msg.headers}"
+        return got, ""
+
     async def fetch_raw(self, timeout: float = 1.0) -> list[RawMessage]:
-        """The next batch in stream order, undecoded; [] if none arrived within ``timeout``."""
+        """The next batch in stream order, undecoded; [] if none arrived within ``timeout``.
+        Returns as soon as something arrived, with whatever else had arrived by then."""
         sub = self._sub or await self._open()
-        try:
-            msgs = await sub.fetch(self._batch, timeout=timeout)
-        except TimeoutError:  # nats-py raises its own and, on some paths, asyncio's
-            return []
-        except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError) as exc:
-            await self._reset(f"consumer lost ({exc!r})")
-            return []
+        deadline = time.monotonic() + timeout
+        while True:
+            got, trouble = self._drain()
+            if got or trouble:
+                out = await self._take(got)
+                if trouble and self._sub is sub:
+                    await self._reset(trouble)
+                return out
+            now = time.monotonic()
+            if now >= deadline:
+                return []
+            await self._ask(sub, deadline - now)
+            if not self._inbox:
+                self._arrived.clear()
+                wait = min(deadline, self._owed_until) - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._arrived.wait(), max(wait, 0.0))
+                if not self._inbox and time.monotonic() >= self._owed_until:
+                    self._owed = 0  # never heard of again (a reconnect lost it): ask anew
+
+    async def _take(self, msgs: list[Msg]) -> list[RawMessage]:
         out: list[RawMessage] = []
         for msg in msgs:
             meta = msg.metadata
@@ -119,14 +198,15 @@ class Tail:
         if self._sub is None:
             await self._open()
             return self.pending  # the server's count as it made the consumer: no second ask
-        # fetch() asks for a bounded batch and hands over all of it, so what the server still
-        # counts as pending is exactly what this reader has not seen.
-        info = await self._sub.consumer_info()
-        return int(info.num_pending or 0)
+        # Messages delivered but not taken yet are no longer pending for the server.
+        assert self._consumer is not None
+        info = await self._bus.js.consumer_info(self._stream, self._consumer)
+        return int(info.num_pending or 0) + len(self._inbox)
 
     async def close(self) -> None:
         sub, self._sub = self._sub, None
         consumer, self._consumer = self._consumer, None
+        self._inbox, self._owed = deque(), 0
         if sub is not None:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()

@@ -20,7 +20,14 @@ from events.bus import Bus
 from events.envelope import StoredEvent
 from events.store import EventStore, decode
 from events.tail import Tail
-from projections.base import Position, View, positions_metadata, read_positions, write_position
+from projections.base import (
+    Position,
+    View,
+    advance_positions,
+    positions_metadata,
+    read_positions,
+    write_position,
+)
 from projections.containment import Containment
 from projections.db import writing
 from projections.views import VIEWS
@@ -103,7 +110,9 @@ class Projector:
 
     async def _stored(self, conn: AsyncConnection, *, lock: bool = False) -> dict[str, int]:
         """Each view's stored position; refuses a view stored by another version."""
-        stored = await read_positions(conn, map(self.key, self._views), lock=lock)
+        return self._checked(await read_positions(conn, map(self.key, self._views), lock=lock))
+
+    def _checked(self, stored: dict[str, Position]) -> dict[str, int]:
         out: dict[str, int] = {}
         for view in self._views:
             held = stored.get(self.key(view), Position(view.version, 0))
@@ -214,9 +223,11 @@ class Projector:
         applied: set[int] = set()  # an event two views read is one event applied
         async with writing(self._engine) as conn:
             # Locking the position rows first serialises this with a rebuild's swap.
-            held = await self._stored(conn, lock=True)
+            stored = await read_positions(conn, map(self.key, self._views), lock=True)
+            held = self._checked(stored)
             if after is not None and min(held.values()) < after:
                 raise _Rewound
+            advanced: list[str] = []
             for view in self._views:
                 seen = held[view.name]
                 mine = [e for e in events if e.seq > seen and e.name in view.events]
@@ -224,7 +235,13 @@ class Projector:
                     await view.apply_batch(conn, self._suffix, mine)
                     applied.update(e.seq for e in mine)
                 if position > seen:
-                    await write_position(conn, self.key(view), view.version, position)
+                    key = self.key(view)
+                    if key in stored:
+                        advanced.append(key)
+                    else:
+                        await write_position(conn, key, view.version, position)
+            if advanced:
+                await advance_positions(conn, advanced, position)
         async with self._advanced:
             self._positions = {name: max(seq, position) for name, seq in held.items()}
             self._advanced.notify_all()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable
 from datetime import datetime
 
@@ -63,6 +64,9 @@ FOLDED = (
     *TENANCY_TYPES,
 )
 SYNC_TIMEOUT_S = 10.0
+LINGER_WHILE_BUSY_S = 0.1
+"""A trigger this soon after the last pass ended finds the scheduler busy: the pass lingers
+(``SchedulerSettings.pass_linger_s``) to gather what comes with it."""
 STOP_GRACE_S = 10.0
 
 
@@ -131,6 +135,8 @@ class Scheduler:
         """Passes that ran (with or without writing): for tests and metrics."""
         self._stopping = False
         self._deciding = False
+        self._passed_at = -math.inf
+        """When (event loop time) the last pass ended: a pass lingers only while busy."""
         self._decider: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.queues = QueueBoard.on(bus)
@@ -234,8 +240,11 @@ class Scheduler:
         settings = self.settings
         while not cancelling():
             await self._wake.wait()
-            if settings.pass_linger_s:
-                # Group commit: what arrives in the next few ms joins this pass's batch.
+            loop = asyncio.get_running_loop()
+            if settings.pass_linger_s and loop.time() - self._passed_at < LINGER_WHILE_BUSY_S:
+                # Group commit while busy: what arrives in the next few ms joins this pass's
+                # batch. After a quiet spell the first trigger is decided at once: a lone
+                # session (or a kernel's start) does not wait for company that is not coming.
                 await asyncio.sleep(settings.pass_linger_s)
             # Checked after the linger: clearing the wake-up below must not swallow stop()'s.
             if self._stopping:
@@ -261,6 +270,7 @@ class Scheduler:
                 self._wake.set()
             finally:
                 self._deciding = False
+                self._passed_at = loop.time()
             self.passes += 1
             self._set_timer()
             await self._publish_queues()

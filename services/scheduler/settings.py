@@ -25,9 +25,10 @@ class SchedulerSettings(BaseSettings, MetricsListener):
     pass_linger_s: float = Field(
         default=0.01,
         ge=0,
-        description="how long a pass waits after its first trigger, so that sessions arriving "
-        "together are decided and stored in one group commit (a batch costs ~4 ms whatever "
-        "its size; 10 ms more before a container that takes seconds to start is nothing)",
+        description="while busy (a pass ended under 100 ms ago), how long a pass waits after "
+        "its first trigger, so that sessions arriving together are decided and stored in one "
+        "group commit (a batch costs ~4 ms whatever its size); after a quiet spell a trigger "
+        "is decided at once",
     )
     max_batch_events: int = Field(default=MAX_BATCH_MESSAGES, ge=2, le=MAX_BATCH_MESSAGES)
     pass_attempts: int = Field(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import cast
 
 from events.bus import Bus, connect
@@ -44,6 +45,32 @@ async def test_tail_delivers_in_order_from_a_sequence_in_batches(bus: Bus) -> No
     await tail.close()
     assert got == seqs
     assert max(sizes) > 1  # batched, not one message per request
+
+
+async def test_a_waiting_read_returns_with_the_first_event_stored_not_at_its_timeout(
+    bus: Bus,
+) -> None:
+    """A read that waits for the next event hands it over as it comes, alone if it comes alone:
+    the log's followers (the scheduler above all) see a lone event at once, not when their
+    long poll ends."""
+    store = EventStore(bus)
+    aggregate = ref(AggregateType.AGENT)
+    first = await store.append(
+        Write.create(aggregate, *(envelope(aggregate, v) for v in (1, 2, 3)))
+    )
+    tail = Tail(bus, from_seq=first.seqs[0], subjects=[aggregate.subject])
+    assert [e.seq for e in await tail.fetch(timeout=2.0)] == list(first.seqs)
+    last = first.seqs[-1]
+    for version in range(4, 8):
+        waiting = asyncio.create_task(tail.fetch(timeout=30.0))
+        await asyncio.sleep(0.2)  # the read waits on the server now
+        committed = await store.append(Write(aggregate, last, (envelope(aggregate, version),)))
+        last = committed.seqs[-1]
+        began = time.monotonic()
+        got = await asyncio.wait_for(waiting, timeout=10.0)
+        assert [e.seq for e in got] == list(committed.seqs)
+        assert time.monotonic() - began < 5.0, "the read held the event back until its timeout"
+    await tail.close()
 
 
 async def test_tail_resumes_without_gap_or_duplicate_when_its_consumer_vanishes(bus: Bus) -> None:
