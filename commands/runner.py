@@ -47,6 +47,8 @@ from schemas.subjects import COMMANDS_STREAM, AggregateType, commands_of
 log = logging.getLogger(__name__)
 
 HOLD_PAUSE_S = 0.25
+QUEUED_WAIT_S = 0.05
+"""The longest a fetch waits for the commands the server said were queued behind the first."""
 HOLD_PAUSE_MAX_S = 2.0
 
 
@@ -173,7 +175,7 @@ class CommandRunner:
         while not self._stopping and not cancelling():
             self._fetching = True
             try:
-                msgs: list[Msg] = await psub.fetch(self.batch, timeout=self.fetch_timeout)
+                msgs = await self._fetch(psub)
             except TimeoutError:  # nothing to do (nats-py raises its own and asyncio's)
                 continue
             except Exception as exc:
@@ -186,6 +188,16 @@ class CommandRunner:
             finally:
                 self._fetching = False
             await self._handle_batch(msgs)
+
+    async def _fetch(self, psub: JetStreamContext.PullSubscription) -> list[Msg]:
+        """The next batch: the first command as soon as it is there, then what is queued behind
+        it. (A long poll for a whole batch would hold a lone command back: nats-py keeps such
+        a request open for the rest of the batch after the first message arrives.)"""
+        msgs: list[Msg] = await psub.fetch(1, timeout=self.fetch_timeout)
+        if self.batch > 1 and msgs and msgs[-1].metadata.num_pending:
+            with contextlib.suppress(TimeoutError):
+                msgs += await psub.fetch(self.batch - 1, timeout=QUEUED_WAIT_S)
+        return msgs
 
     async def _handle_batch(self, msgs: list[Msg]) -> None:
         waiting = deque(msgs)
