@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from commands.tenancy import Keypair, User
 from events.domain.session import SessionPendingReasonChanged
+from events.writes import AggregateRef
 from placement.fairshare import UsageBook, weigh
 from schemas.fair_share import FairShareSettings, FairShareStanding
 from schemas.ids import new_id
+from schemas.subjects import AggregateType
 from schemas.tenancy import (
     GroupScheduling,
     KeypairPolicyLimits,
@@ -25,6 +27,7 @@ from schemas.tenancy import (
     SessionOwner,
     email_digest,
 )
+from services.scheduler.state import SchedulerState
 from services.scheduler.state.usage import UsageFeed
 from tests.unit.pass_support import ADMIN, World, slots
 
@@ -123,3 +126,36 @@ def test_the_book_takes_changes_in_the_logs_order_whatever_order_they_were_folde
             feed.offer(seq, change)
     assert own_first.until(1).usage("g", 200.0) == in_order.until(1).usage("g", 200.0)
     assert own_first.until(3).usage("g", 500.0) == in_order.until(3).usage("g", 500.0)
+
+
+async def test_an_allocation_read_back_before_its_sessions_request_counts_for_its_owner() -> None:
+    """Another replica takes a session's request and places it at once; this one, refused on
+    the node ledger, reads the ledger back (``UnitOfWork.refresh``) before its tail brings
+    the request. The allocation counts under the session's owner all the same, as it does in
+    a fold of the log in order (a restart's): what a change says cannot depend on what else
+    was folded when it was."""
+    world = World()
+    alice = await world.tenancy(KeypairPolicyLimits(), FAIR)
+    node = AggregateRef(AggregateType.NODE, await world.register("box", slots(gpu=8)))
+    await world.decide()  # opens the node ledger
+    mark = world.last_seq()
+    await as_owner(world, alice, 4)
+    await world.decide()
+    world.clock.advance(H)
+
+    events = world.store.events()
+    late = SchedulerState()
+    for event in events[:mark]:
+        late.apply(event)
+        late.position = event.seq
+    for event in (await world.store.read(node, after_seq=late.guard(node))).events:
+        late.apply(event)  # the refresh: the allocation, ahead of the session's request
+    for event in events[mark:]:  # the tail: the ledger's events are echoes by now
+        late.apply(event)
+        late.position = event.seq
+
+    at = world.clock().timestamp()
+    in_order = world.folded_again()
+    book = late.usage.until(late.position).usage("default", at)
+    assert book == in_order.usage.until(in_order.position).usage("default", at)
+    assert list(book) == [(alice.domain, alice.project_id, alice.user_id)]

@@ -1,6 +1,7 @@
 """Folds ``ev.session.*`` into the scheduler state: tracked sessions, the queues waiting for
-admission (per domain) and placement (per resource group), timed sessions, and ended ones
-whose quota a pass must release.
+admission (per domain) and placement (per resource group), timed sessions, ended ones whose
+quota a pass must release, and whose each session's usage is (fed to ``usage`` in the log's
+order, with the allocations).
 """
 
 from __future__ import annotations
@@ -9,16 +10,19 @@ from commands.session.aggregate import Session
 from events.envelope import StoredEvent
 from schemas.session import SessionStatus
 from services.scheduler.state.model import StateModel, TrackedSession
+from services.scheduler.state.usage import Owner
 
 
 def evolve(state: StateModel, event: StoredEvent) -> None:
     envelope, seq = event.envelope, event.seq
     tracked = state.sessions.get(envelope.aggregate_id)
+    ended_before = tracked is not None and tracked.session.status.is_terminal
     if tracked is None:
         session = Session.rehydrate([envelope])
         assert session is not None
         tracked = TrackedSession(session, envelope.tenant, envelope.correlation_id, "", seq)
         state.sessions[session.id] = tracked
+        state.usage.requested(seq, session.id, _whose(tracked))
     else:
         tracked.session.evolve([envelope])
     tracked.last_event_id = envelope.event_id
@@ -51,9 +55,21 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
         )
         if not state.preempting[session.preempted_by]:
             del state.preempting[session.preempted_by]
+    if session.status.is_terminal and not ended_before:
+        state.usage.ended(seq, session.id)
     if session.status.is_terminal and session.id in state.holdings:
         state.releasable[session.id] = None
         state.ask_for_pass()
+
+
+def _whose(tracked: TrackedSession) -> Owner:
+    """The group and owner a session's usage counts under, as the usage view tags it
+    (``projections.usage``): a session from before tenancy counts under its tenant."""
+    session = tracked.session
+    group, owner = session.spec.resource_group, session.owner
+    if owner is None:
+        return group, (tracked.tenant.domain, tracked.tenant.project or "", "")
+    return group, (owner.domain, owner.project_id, owner.user_id)
 
 
 def _queue(
