@@ -30,14 +30,17 @@ from schemas.tenancy import GroupScheduling, HeadOfLine
 
 
 class Placer:
-    """Keeps what lasts across passes for ONE resource group: the round-robin cursor and the
-    starving head's reservation."""
+    """Keeps what lasts across passes for ONE resource group: the round-robin cursor, the
+    starving head's reservation, and the pool of nodes (renewed where they changed)."""
 
-    __slots__ = ("_cursor", "_reservation")
+    __slots__ = ("_cursor", "_pool", "_reservation")
 
     def __init__(self) -> None:
         self._cursor: str | None = None
         self._reservation: tuple[str, str] | None = None  # (session id, node id)
+        self._pool: Pool | None = None
+        """The last pass's pool, renewed for the next (``Pool.renew``): a pass over a
+        thousand nodes makes anew only those that changed."""
 
     def place(
         self,
@@ -53,7 +56,9 @@ class Placer:
         """A decision per request, in queue order. ``usage``: what each owner already holds
         in the group (DRF); ``now``: seconds, on the clock of ``waiting_since``; ``fair``:
         each owner's decayed usage (fair share), evaluated at ``now``."""
-        run = Pool(nodes, policy, group, self._cursor)
+        run = self._pool
+        if run is None or not run.renew(nodes, policy, group, self._cursor):
+            run = self._pool = Pool(nodes, policy, group, self._cursor)
         queue = Queue(requests, policy.queue_policy, usage, run.capacity(), fair)
         outcomes: list[Placed | tuple[str, str]] = []
         blocked = ""

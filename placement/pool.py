@@ -79,8 +79,49 @@ class Pool:
         self._failed: dict[tuple[str, bool, Shape], str] = {}
         self._idle_fit: dict[tuple[str, bool, Shape], bool] = {}
         self._idle_nodes: dict[int, NodeState] = {}
+        self._touched: set[int] = set()
+        """Ranks of the nodes this pass took from (or gave back to)."""
         self.held: NodeState | None = None
         self.head = ""
+
+    def renew(
+        self,
+        offers: Sequence[NodeOffer],
+        policy: GroupScheduling,
+        group: str,
+        cursor: str | None,
+    ) -> bool:
+        """Make this pool the next pass's, from that pass's offers: a node is made anew only
+        where its offer changed (a committed ledger's offer is the same object while the
+        ledger stays as it was: ``steps.place.offer_of``) or the last pass took from it; the
+        rest, and the index over them, are kept. False (nothing changed) when the group's
+        nodes or its policy are not the same: make a new pool."""
+        if policy != self.policy or group != self.group or len(offers) != len(self.nodes):
+            return False
+        ordered = sorted(offers, key=lambda o: o.node_id)
+        if any(n.offer.node_id != o.node_id for n, o in zip(self.nodes, ordered, strict=True)):
+            return False
+        if self.held is not None:  # reserve() took it out of the index for the pass
+            self.index.add(self.held)
+        for rank, offer in enumerate(ordered):
+            node = self.nodes[rank]
+            if node.offer is offer and rank not in self._touched:
+                continue
+            if node.available:
+                self.index.remove(node)
+            node = self.nodes[rank] = NodeState(offer, rank)
+            if node.available:
+                self.index.add(node)
+        self.cursor = -1
+        if cursor is not None:
+            self.cursor = sum(1 for o in ordered if o.node_id <= cursor) - 1
+        self._wants.clear()
+        self._failed.clear()
+        self._idle_fit.clear()
+        self._idle_nodes.clear()
+        self._touched.clear()
+        self.held, self.head = None, ""
+        return True
 
     def need(self, shape: Shape) -> Need:
         need = self._needs.get(shape)
@@ -198,6 +239,7 @@ class Pool:
         return None
 
     def _take(self, node: NodeState, need: Need) -> list[Take]:
+        self._touched.add(node.rank)
         self.index.remove(node)
         takes = node.hold(need)
         self.index.add(node)

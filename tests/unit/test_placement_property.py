@@ -44,6 +44,36 @@ def test_passes_keep_every_rule_and_releasing_gives_back_everything(
         requests = [r for r in requests if r.session_id not in {d.session_id for d in placed}]
 
 
+@settings(max_examples=200, deadline=None)
+@given(clusters(), streams(), policies, st.data())
+def test_a_placer_that_keeps_its_nodes_decides_as_one_that_makes_them_anew(
+    nodes: list[NodeOffer],
+    requests: list[SessionRequest],
+    policy: GroupScheduling,
+    data: st.DataObject,
+) -> None:
+    """Between passes a node's offer stays the same object while its ledger does not move
+    (as the scheduler's kept offers do): the kept pool renews only the nodes that changed or
+    that the last pass took from, and decides exactly what a pool made anew decides; also for
+    a pass decided again on unchanged nodes (a commit that failed)."""
+    kept, anew = Placer(), Placer()
+    for p in range(4):
+        now = 300.0 * p
+        ours = kept.place(requests, nodes, policy, group="g", now=now)
+        anew._pool = None  # every node made from its offer, as before pools were kept
+        assert anew.place(requests, nodes, policy, group="g", now=now) == ours
+        if data.draw(st.booleans()):
+            continue  # not committed: the same nodes again
+        after = check(nodes, requests, ours)
+        placed = [d for d in ours if isinstance(d, Placed)]
+        ends = data.draw(st.sets(st.integers(0, len(placed) - 1))) if placed else set()
+        changed = settle(after, requests, [placed[i] for i in ends], sign=-1)
+        # An unchanged node keeps its very offer (a node where a session was placed and
+        # ended again too: the pool took from it, so it is made anew all the same).
+        nodes = [old if old == new else new for old, new in zip(nodes, changed, strict=True)]
+        requests = [r for r in requests if r.session_id not in {d.session_id for d in placed}]
+
+
 @settings(max_examples=300, deadline=None)
 @given(clusters(), streams(), policies)
 def test_a_session_that_waits_leaves_no_trace(
