@@ -34,8 +34,10 @@ log = logging.getLogger(__name__)
 
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT"
 PULL_MARGIN_S = 0.05
-"""How much earlier than the server this reader counts a pull request as expired: past it, a
-request whose end was never heard of (a reconnect lost it) is replaced by a new one."""
+"""How much later than the server this reader counts a pull request as expired: the server's
+"request timeout" status ends a request (and a new one is sent after it, so that status is
+never taken for the new one's); past the margin, a request whose end was never heard of (a
+reconnect lost it) is replaced all the same."""
 
 
 class Tail:
@@ -119,7 +121,7 @@ class Tail:
             json.dumps(request).encode(),
             reply=sub.subject,
         )
-        self._owed, self._owed_until = self._batch, now + expires - PULL_MARGIN_S
+        self._owed, self._owed_until = self._batch, now + expires + PULL_MARGIN_S
 
     def _drain(self) -> tuple[list[Msg], str]:
         """The messages in the inbox, and what ended the consumer if something did."""
