@@ -24,6 +24,7 @@ from events.domain.agent import (
 from events.envelope import Envelope
 from events.fold import FoldedState
 from placement import NodeOffer, Placer
+from placement.fairshare import Account
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.principal import Tenant
 from schemas.resources import ResourceSlots
@@ -49,6 +50,15 @@ class TrackedSession:
     """When it was admitted (epoch seconds): how long it has waited for placement."""
     activity: LastActivity = NEVER
     """When it was last reported in use while running (``ev.activity.*``): its idle timeout."""
+
+    @property
+    def account(self) -> Account:
+        """Whose its usage is for fair share, as the usage view tags it (``projections.usage``):
+        a session from before tenancy counts under its tenant."""
+        owner = self.session.owner
+        if owner is None:
+            return (self.tenant.domain, self.tenant.project or "", "")
+        return (owner.domain, owner.project_id, owner.user_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,13 +63,8 @@ def evolve(state: StateModel, event: StoredEvent) -> None:
 
 
 def _whose(tracked: TrackedSession) -> Owner:
-    """The group and owner a session's usage counts under, as the usage view tags it
-    (``projections.usage``): a session from before tenancy counts under its tenant."""
-    session = tracked.session
-    group, owner = session.spec.resource_group, session.owner
-    if owner is None:
-        return group, (tracked.tenant.domain, tracked.tenant.project or "", "")
-    return group, (owner.domain, owner.project_id, owner.user_id)
+    """The group and owner a session's usage counts under."""
+    return tracked.session.spec.resource_group, tracked.account
 
 
 def _queue(

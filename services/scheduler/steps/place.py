@@ -261,18 +261,13 @@ def request_of(tracked: TrackedSession, now: datetime, *, pullable: bool = False
         KernelRequest(kernel_id, kernel.resources)
         for kernel_id, kernel in zip(session.kernel_ids, spec.kernels, strict=True)
     )
-    owner = session.owner
     return SessionRequest(
         session_id=session.id,
         image=spec.image,
         kernels=kernels,
         priority=spec.priority,
-        owner=owner.access_key if owner is not None else "",
-        # As the usage book counts it (``state.nodes``): a session from before tenancy under
-        # its tenant.
-        account=(owner.domain, owner.project_id, owner.user_id)
-        if owner is not None
-        else (tracked.tenant.domain, tracked.tenant.project or "", ""),
+        owner=session.owner.access_key if session.owner is not None else "",
+        account=tracked.account,  # as the usage book counts it
         order=tracked.order,
         # Admitted in this very pass (not folded yet): it has waited for nothing so far.
         waiting_since=tracked.placeable_since or now.timestamp(),
