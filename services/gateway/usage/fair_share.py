@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from commands.authorisation import Principal
+from commands.authorisation import Principal, can_read_domain, can_read_user
 from placement.fairshare import Account, Level, amounts, held_between, norm_of, tree, weigh
 from schemas.resources import ResourceSlots
-from schemas.tenancy import Role
 from services.gateway.context import Services
 
 FORGOTTEN_AFTER = 40
@@ -69,15 +68,14 @@ async def fair_share_lines(
 
 
 def _sees(me: Principal, line: FairShareLine) -> bool:
-    if me.reads_every_domain:
-        return True
-    if line.domain != me.domain:
-        return False
-    if me.role is not Role.USER:
-        return True
+    """As the tenancy objects themselves are seen (``commands.authorisation``): one's own
+    domain's line, one's projects and oneself, and everything of a domain one reads."""
+    if line.level == "user":
+        return can_read_user(me, line.user_id or "", line.domain)
     if line.level == "project":
-        return line.project_id in me.projects
-    return line.level == "domain" or line.user_id == me.user_id
+        mine = line.domain == me.domain and line.project_id in me.projects
+        return mine or can_read_domain(me, line.domain)
+    return line.domain == me.domain or can_read_domain(me, line.domain)
 
 
 def _order(line: FairShareLine) -> tuple[str, str, str, int]:
