@@ -118,6 +118,10 @@ def decide(
     very pass."""
     state.next_wake = None
     decide_facts(state, work, space, now)
+    # Usage changes wait in the feed for the tail's position; every pass takes them in, fair-
+    # share group or not, so a cluster without one keeps no backlog (and has the history when a
+    # group turns to fair share).
+    state.usage.until(state.position)
     declare_lost(state, space, now)
     stop_at_drain_deadlines(state, space, now)
     stop_timed_out(state, space, now)

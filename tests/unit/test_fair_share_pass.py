@@ -159,3 +159,18 @@ async def test_an_allocation_read_back_before_its_sessions_request_counts_for_it
     book = late.usage.until(late.position).usage("default", at)
     assert book == in_order.usage.until(in_order.position).usage("default", at)
     assert list(book) == [(alice.domain, alice.project_id, alice.user_id)]
+
+
+async def test_a_cluster_without_a_fair_share_group_keeps_no_backlog_of_usage() -> None:
+    """Every pass takes the usage changes the tail has passed, whatever the group's policy:
+    they do not pile up in the feed of a scheduler that never orders by fair share."""
+    world = World()
+    await world.tenancy(KeypairPolicyLimits(), GroupScheduling(queue_policy=QueuePolicy.FIFO))
+    await world.register("box", slots(cpu=16, mem=16, gpu=8))
+    for _ in range(3):
+        await world.create(slots(cpu=1, mem=1, gpu=1))
+    await world.decide()
+    await world.sync()  # the tail reads the allocations back: they are offered to the feed
+    assert world.state.usage.waiting > 0
+    await world.decide()
+    assert world.state.usage.waiting == 0

@@ -79,6 +79,11 @@ class UsageFeed:
 
         self.offer(seq, change)
 
+    @property
+    def waiting(self) -> int:
+        """Changes offered that wait for the tail's position."""
+        return len(self._seqs)
+
     def until(self, position: int) -> UsageBook:
         """The book with every change up to ``position`` (the tail's: all the log before it
         has been folded), in sequence order; later ones wait."""
