@@ -14,7 +14,7 @@ from commands.authorisation import Principal
 from projections.usage.tables import KernelInterval
 from schemas.fair_share import FairShareSettings
 from schemas.tenancy import GroupScheduling, QueuePolicy, Role
-from services.gateway.usage.fair_share import fair_share_lines
+from services.gateway.usage.fair_share import UnknownGroupError, fair_share_lines
 from tests.unit.placement_support import slots
 from tests.unit.scenario import T0
 
@@ -50,7 +50,7 @@ def services() -> Any:
 
     group = GroupScheduling(queue_policy=QueuePolicy.FAIR_SHARE, fair_share=SETTINGS)
     directory = SimpleNamespace(
-        group_scheduling=lambda name: group, fair_share=lambda level, key: 1
+        groups={}, group_scheduling=lambda name: group, fair_share=lambda level, key: 1
     )
     return SimpleNamespace(directory=directory, views=SimpleNamespace(usage=Usage(), nodes=nodes))
 
@@ -82,3 +82,8 @@ async def test_a_user_sees_their_own_lines_and_an_outsider_none() -> None:
     admin = await fair_share_lines(services(), person(Role.ADMIN, "root"), "g", now)
     assert len(admin) == 4
     assert await fair_share_lines(services(), person(Role.ADMIN, "x", "zoo"), "g", now) == []
+
+
+async def test_a_group_neither_created_nor_named_by_a_node_is_refused() -> None:
+    with pytest.raises(UnknownGroupError):
+        await fair_share_lines(services(), person(Role.SUPERADMIN), "nope", T0)

@@ -25,6 +25,10 @@ FORGOTTEN_AFTER = 40
 """Half-lives after which an interval's weight (2^-40) is left unread."""
 
 
+class UnknownGroupError(LookupError):
+    pass
+
+
 @dataclass(frozen=True, slots=True)
 class FairShareLine:
     level: Literal["domain", "project", "user"]
@@ -38,7 +42,11 @@ async def fair_share_lines(
     services: Services, me: Principal, group: str, now: datetime
 ) -> list[FairShareLine]:
     """Every active owner of ``group`` the caller may see: all for those who read every
-    domain, their domain's for the others, and a user their own lines."""
+    domain, their domain's for the others, and a user their own lines. ``UnknownGroupError``
+    for a group neither created nor named by a node."""
+    nodes = await services.views.nodes()
+    if group not in services.directory.groups and all(n.resource_group != group for n in nodes):
+        raise UnknownGroupError(group)
     settings = services.directory.group_scheduling(group).fair_share
     half_life = float(settings.usage_half_life_s)
     since = now - timedelta(seconds=FORGOTTEN_AFTER * half_life)
@@ -52,7 +60,7 @@ async def fair_share_lines(
         used[account] = used.get(account, 0.0) + held
     waiting = await services.views.usage.waiting_owners(group)
     capacity = [0, 0, 0]
-    for node in await services.views.nodes():
+    for node in nodes:
         if node.resource_group == group and not (node.cordoned or node.lost):
             capacity[0] += node.capacity.cpu_milli
             capacity[1] += node.capacity.memory_bytes

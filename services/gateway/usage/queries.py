@@ -16,7 +16,11 @@ from strawberry.types import Info
 from projections.usage.accounting import UsageGroup as Group
 from projections.usage.accounting import UsageLine
 from services.gateway.context import Context, ctx_of, who
-from services.gateway.usage.fair_share import FairShareLine, fair_share_lines
+from services.gateway.usage.fair_share import (
+    FairShareLine,
+    UnknownGroupError,
+    fair_share_lines,
+)
 from services.gateway.usage.report import UsageAsk, UsageInputError, UsageReport, usage_report
 
 
@@ -137,9 +141,15 @@ class UsageQuery:
         "every domain, your domain's for an admin, monitor or auditor, your own lines for a user."
     )
     async def fair_share(self, info: Info[Context, Any], resource_group: str) -> list[FairShareRow]:
-        lines = await fair_share_lines(
-            ctx_of(info).services, who(info), resource_group, datetime.now(UTC)
-        )
+        try:
+            lines = await fair_share_lines(
+                ctx_of(info).services, who(info), resource_group, datetime.now(UTC)
+            )
+        except UnknownGroupError:
+            raise GraphQLError(
+                f"there is no resource group {resource_group[:80]!r}",
+                extensions={"code": "not-found"},
+            ) from None
         return [FairShareRow.of(line) for line in lines]
 
     @strawberry.field(
