@@ -66,8 +66,9 @@ def sweep_uploads(plane: DataPlane) -> int:
     """Remove expired uploads from every volume; how many."""
     removed = 0
     for volume in plane.volumes.values():
-        area = UploadArea(volume.upload_area())
-        removed += area.sweep(plane.now(), plane.settings.upload_ttl_s)
+        for directory in volume.upload_areas():
+            area = UploadArea(directory)
+            removed += area.sweep(plane.now(), plane.settings.upload_ttl_s)
     return removed
 
 

@@ -15,22 +15,9 @@ from services.storage import folderfs
 from services.storage.access import DataPlane, Grant
 from services.storage.errors import StorageError
 from services.storage.foldertree import Usage
+from services.storage.quota import check_quota
 from services.storage.upload_state import UploadArea, UploadBusy, UploadState
-from services.storage.volumes import Capability, Volume
-
-
-def check_quota(volume: Volume, folder_id: str, length: int) -> None:
-    quota = volume.quota(folder_id)
-    if quota is None:
-        return
-    used = volume.usage(folder_id).bytes
-    if used + length > quota:
-        raise StorageError(
-            "quota_exceeded",
-            413,
-            f"the folder's quota is {quota} bytes: {used} are used and this upload needs "
-            f"{length} more",
-        )
+from services.storage.volumes import Capability
 
 
 async def append_body(

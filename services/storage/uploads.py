@@ -21,6 +21,7 @@ from schemas.folder_paths import FolderPath, check_new_name, parse_path
 from services.storage import folderfs
 from services.storage.access import Admission, Grant, admit, plane_of
 from services.storage.errors import StorageError, as_storage_error
+from services.storage.quota import check_quota
 from services.storage.tokens import Claims, Operation
 from services.storage.tus import (
     OFFSET_CONTENT_TYPE,
@@ -32,7 +33,7 @@ from services.storage.tus import (
     metadata,
     number,
 )
-from services.storage.upload_bytes import append_body, check_quota
+from services.storage.upload_bytes import append_body
 from services.storage.upload_state import UploadArea, UploadBusy, UploadState, new_upload_id
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -103,7 +104,7 @@ async def create(request: Request) -> Response:
         created=now,
         expires=now + plane.settings.upload_ttl_s,
     )
-    area = UploadArea(grant.volume.upload_area())
+    area = UploadArea(grant.volume.upload_area(grant.folder_id))
     await to_thread.run_sync(area.create, state)
     if length == 0:  # no PATCH will come: finish now
         await append_body(plane, grant, area, state, 0, _nothing(), 0)
@@ -120,7 +121,7 @@ async def _nothing() -> AsyncIterator[bytes]:
 
 
 async def _find(admission: Admission, upload_id: str) -> tuple[UploadState, Grant, UploadArea]:
-    area = UploadArea(admission.volume().upload_area())
+    area = UploadArea(admission.volume().upload_area(admission.folder_id))
     state = await to_thread.run_sync(area.load, upload_id)
     if (
         state is None

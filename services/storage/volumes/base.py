@@ -9,6 +9,7 @@ call from a thread.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -68,10 +69,15 @@ class Volume(Protocol):
 
     def set_quota(self, folder_id: str, limit: int | None) -> None: ...
 
-    def upload_area(self) -> Path:
-        """The directory holding partial uploads and their state: on the same filesystem as
-        the folders (a finished upload is renamed into place), inside no folder's tree (a
-        session that mounts a folder must not see or change them), one per volume (so the
-        sweep of expired uploads reads one small directory). A hard-quota backend whose
-        renames cannot cross quota projects would give each project its own."""
+    def upload_area(self, folder_id: str) -> Path:
+        """The directory holding ``folder_id``'s partial uploads and their state: on the same
+        filesystem as the folder (a finished upload is renamed into place), inside no folder's
+        tree (a session that mounts a folder must not see or change them). Tree backends keep
+        one per volume (the sweep reads one small directory); a hard-quota backend whose
+        renames cannot cross quota units (btrfs subvolumes) keeps one per folder, inside its
+        unit, so the bytes of an upload count against the folder's quota as they arrive."""
+        ...
+
+    def upload_areas(self) -> Iterator[Path]:
+        """Every upload area that exists on this volume (for the sweep of expired uploads)."""
         ...

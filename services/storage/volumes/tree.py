@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from schemas.vfolder import folder_relpath
@@ -66,5 +67,8 @@ class TreeVolume:
         self.folder_root(folder_id)
         self.meta.update(folder_id, lambda meta: meta.model_copy(update={"quota": limit}))
 
-    def upload_area(self) -> Path:
+    def upload_area(self, folder_id: str) -> Path:
         return self._uploads
+
+    def upload_areas(self) -> Iterator[Path]:
+        yield self._uploads

@@ -72,7 +72,7 @@ def test_quota_exceeded_mid_stream_stops_the_upload_and_shows_nothing(
     created = create_upload(client, folder_url(server, folder), grant, 900_000)
     location = server.url + created.headers["location"]
 
-    part = server.local().upload_area() / f"{location.rsplit('/', 1)[1]}.part"
+    part = server.local().upload_area(folder) / f"{location.rsplit('/', 1)[1]}.part"
 
     def body() -> Iterator[bytes]:
         yield b"a" * 100_000

@@ -63,7 +63,7 @@ def test_an_upload_survives_the_server_killed_mid_patch_and_restarted(
         grant = token("upload", folder, "result.bin")
         created = create_upload(client, folder_url(first, folder), grant, len(data))
         path = created.headers["location"]
-        part = first.local().upload_area() / f"{path.rsplit('/', 1)[1]}.part"
+        part = first.local().upload_area(folder) / f"{path.rsplit('/', 1)[1]}.part"
         send_part_and_hang_up(first.url + path, grant, 0, data, sent=len(data) // 2)
         wait_until(lambda: part.stat().st_size > 0)
         first.kill()
@@ -133,9 +133,9 @@ def test_termination_forgets_an_upload(
     location = server.url + created.headers["location"]
     assert patch(client, location, grant, 0, b"x" * 50).status_code == 204
     upload_id = location.rsplit("/", 1)[1]
-    assert (server.local().upload_area() / f"{upload_id}.part").exists()
+    assert (server.local().upload_area(folder) / f"{upload_id}.part").exists()
     assert client.delete(location, headers={**TUS, **bearer(grant)}).status_code == 204
-    assert not (server.local().upload_area() / f"{upload_id}.part").exists()
+    assert not (server.local().upload_area(folder) / f"{upload_id}.part").exists()
     assert client.head(location, headers={**TUS, **bearer(grant)}).status_code == 404
 
 
@@ -160,7 +160,7 @@ def test_expired_uploads_are_swept(client: httpx.Client, tmp_path: Path) -> None
         created = create_upload(client, folder_url(short, folder), grant, 100)
         location = short.url + created.headers["location"]
         assert created.status_code == 201
-        area = short.local().upload_area()
+        area = short.local().upload_area(folder)
         wait_until(lambda: os.listdir(area) == [])
         refused(patch(client, location, grant, 0, b"y"), 404, "upload_not_found")
 

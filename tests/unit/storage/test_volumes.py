@@ -69,8 +69,8 @@ def test_a_folder_is_created_found_measured_limited_and_removed(tmp_path: Path, 
     assert volume.quota("f-1") is None
     volume.set_quota("f-1", 1000)
     assert volume.quota("f-1") == 1000
-    assert volume.upload_area().is_dir()
-    assert not volume.upload_area().is_relative_to(root)
+    assert volume.upload_area("f-1").is_dir()
+    assert not volume.upload_area("f-1").is_relative_to(root)
     volume.remove_folder("f-1")
     volume.remove_folder("f-1")  # idempotent
     assert not root.exists()
