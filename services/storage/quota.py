@@ -11,7 +11,7 @@ def check_quota(volume: Volume, folder_id: str, length: int) -> None:
     quota = volume.quota(folder_id)
     if quota is None:
         return
-    used = volume.usage(folder_id).bytes
+    used = volume.quota_used(folder_id)
     if used + length > quota:
         raise StorageError(
             "quota_exceeded",

@@ -36,6 +36,9 @@ class Volume(Protocol):
 
     name: str
     capabilities: frozenset[Capability]
+    parts_counted: bool
+    """Whether a partial upload's bytes count against its folder's quota as they arrive
+    (``quota_used`` includes them): then an upload reserves only what has not arrived."""
 
     def create_folder(self, folder_id: str) -> Path:
         """Make the folder's empty root (idempotent) and return it."""
@@ -61,6 +64,11 @@ class Volume(Protocol):
 
     def recount(self, folder_id: str) -> Usage:
         """Walk the tree for the exact usage (and keep it, where usage is kept)."""
+        ...
+
+    def quota_used(self, folder_id: str) -> int:
+        """The bytes that count against the folder's quota now (its usage, and the parts of
+        its uploads where ``parts_counted``)."""
         ...
 
     def quota(self, folder_id: str) -> int | None:

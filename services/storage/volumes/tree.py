@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from services.storage.volumes.base import SERVICE_DIR, FolderNotFound
 from services.storage.volumes.meta import MetaStore
 
 
-class TreeVolume:
+class TreeVolume(ABC):
+    parts_counted = False  # partial uploads lie in the volume's upload area, in no folder
+
     def __init__(self, name: str, root: Path) -> None:
         self.name = name
         self.root = root
@@ -59,6 +62,12 @@ class TreeVolume:
     def count(self, folder_id: str) -> Usage:
         with open_root(self.folder_root(folder_id)) as fd:
             return usage(fd)
+
+    @abstractmethod
+    def usage(self, folder_id: str) -> Usage: ...
+
+    def quota_used(self, folder_id: str) -> int:
+        return self.usage(folder_id).bytes
 
     def quota(self, folder_id: str) -> int | None:
         return self.meta.read(folder_id).quota
