@@ -47,6 +47,8 @@ class VFolder(Aggregate):
         invitations: dict[str, Permission]
         bytes_used: int
         files: int
+        links: int = 0
+        others: int = 0
 
     def __init__(self) -> None:
         self.name = ""
@@ -65,6 +67,9 @@ class VFolder(Aggregate):
         """User id -> the permission offered, until accepted or declined."""
         self.bytes_used = 0
         self.files = 0
+        """Names of regular files (``services.storage.foldertree.Usage`` says why names)."""
+        self.links = 0
+        self.others = 0
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -87,10 +92,14 @@ class VFolder(Aggregate):
         _check_name(name)
         return name != self.name and self._trigger(self.Renamed, now, name=name)
 
-    def cloned(self, bytes_used: int, files: int, now: datetime) -> bool:
+    def cloned(
+        self, bytes_used: int, files: int, now: datetime, *, links: int = 0, others: int = 0
+    ) -> bool:
         if self.status is not F.CLONING:
             return False
-        return self._trigger(self.Cloned, now, bytes_used=bytes_used, files=files)
+        return self._trigger(
+            self.Cloned, now, bytes_used=bytes_used, files=files, links=links, others=others
+        )
 
     def clone_failed(self, reason: str, now: datetime) -> bool:
         if self.status is not F.CLONING:
@@ -176,12 +185,18 @@ class VFolder(Aggregate):
             return False
         return self._trigger(self.QuotaSet, now, quota_bytes=quota_bytes)
 
-    def measured(self, bytes_used: int, files: int, now: datetime) -> bool:
-        if bytes_used < 0 or files < 0:
+    def measured(
+        self, bytes_used: int, files: int, now: datetime, *, links: int = 0, others: int = 0
+    ) -> bool:
+        counts = (bytes_used, files, links, others)
+        if min(counts) < 0:
             raise FolderStateError("usage cannot be negative")
-        if (bytes_used, files) == (self.bytes_used, self.files) or self.status is F.PURGED:
+        if counts == self._counts or self.status is F.PURGED:
             return False
-        return self._trigger(self.UsageMeasured, now, bytes_used=bytes_used, files=files)
+        return self._trigger(
+            self.UsageMeasured, now,
+            bytes_used=bytes_used, files=files, links=links, others=others,
+        )  # fmt: skip
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -193,6 +208,10 @@ class VFolder(Aggregate):
         if self.owner_kind is OwnerKind.PROJECT and member:
             return Permission.READ_WRITE
         return self.shares.get(user_id)
+
+    @property
+    def _counts(self) -> tuple[int, int, int, int]:
+        return (self.bytes_used, self.files, self.links, self.others)
 
     @property
     def mountable(self) -> bool:

@@ -41,6 +41,7 @@ class Cloned(VFolderCloned, Aggregate.Event):
     def apply(self, folder: VFolder) -> None:
         folder.status = F.READY
         folder.bytes_used, folder.files = self.bytes_used, self.files
+        folder.links, folder.others = self.links, self.others
 
 
 class CloneFailed(VFolderCloneFailed, Aggregate.Event):
@@ -62,7 +63,7 @@ class Purged(VFolderPurged, Aggregate.Event):
     def apply(self, folder: VFolder) -> None:
         folder.status = F.PURGED
         folder.shares, folder.invitations = {}, {}
-        folder.bytes_used = folder.files = 0
+        folder.bytes_used = folder.files = folder.links = folder.others = 0
 
 
 class Invited(VFolderInvited, Aggregate.Event):
@@ -106,3 +107,4 @@ class QuotaSet(VFolderQuotaSet, Aggregate.Event):
 class UsageMeasured(VFolderUsageMeasured, Aggregate.Event):
     def apply(self, folder: VFolder) -> None:
         folder.bytes_used, folder.files = self.bytes_used, self.files
+        folder.links, folder.others = self.links, self.others

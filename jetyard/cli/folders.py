@@ -159,10 +159,10 @@ def _show(folder: VFolder, as_json: bool) -> None:
 
 
 def _table(folders: list[VFolder]) -> None:
-    columns = ("name", "id", "owner", "perm", "status", "used", "quota", "files")
+    columns = ("name", "id", "owner", "perm", "status", "used", "quota", "files", "links", "other")
     table(columns, (
         (f.name, f.id, f.owner_kind, f.permission or "-", f.status, human(f.bytes_used),
-         human(f.quota_bytes), f.files)
+         human(f.quota_bytes), f.files, f.links, f.other_entries)
         for f in folders
     ))  # fmt: skip
 

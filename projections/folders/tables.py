@@ -45,6 +45,8 @@ def tables(suffix: str = "") -> VFolderTables:
         Column("quota_bytes", BigInteger),
         Column("bytes_used", BigInteger, nullable=False),
         Column("files", BigInteger, nullable=False),
+        Column("links", BigInteger, nullable=False),
+        Column("others", BigInteger, nullable=False),
         Column("creator", String(64), nullable=False),
         Column("cloned_from", String(64)),
         Column("created_at", UTCDateTime, nullable=False),
@@ -98,7 +100,13 @@ class FolderRecord:
     status: FolderStatus
     quota_bytes: int | None
     bytes_used: int
+    """As last measured (``VFolderUsageMeasured``): a file with several names once."""
     files: int
+    """Names of regular files."""
+    links: int
+    """Symlinks."""
+    others: int
+    """Entries that are neither files, symlinks nor directories (FIFOs, sockets, devices)."""
     creator: str
     cloned_from: str | None
     created_at: datetime

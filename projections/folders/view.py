@@ -60,7 +60,7 @@ from schemas.subjects import AggregateType
 from schemas.vfolder import FolderStatus
 
 NAME = "vfolders"
-VERSION = 1
+VERSION = 2  # 2: links and others
 FOLDER_EVENTS = (
     VFolderCreated, VFolderRenamed, VFolderCloned, VFolderCloneFailed, VFolderTrashed,
     VFolderRestored, VFolderPurged, VFolderInvited, VFolderInvitationAccepted,
@@ -86,9 +86,9 @@ def apply_folder(row: FolderRecord | None, event: StoredEvent) -> FolderRecord |
             owner_kind=payload.owner_kind, owner_id=payload.owner_id, domain=payload.domain,
             volume=payload.volume, usage_mode=payload.usage_mode,
             status=FolderStatus.CLONING if payload.cloned_from else FolderStatus.READY,
-            quota_bytes=payload.quota_bytes, bytes_used=0, files=0, creator=payload.creator,
-            cloned_from=payload.cloned_from, created_at=env.occurred_at,
-            updated_at=env.occurred_at, last_seq=event.seq,
+            quota_bytes=payload.quota_bytes, bytes_used=0, files=0, links=0, others=0,
+            creator=payload.creator, cloned_from=payload.cloned_from,
+            created_at=env.occurred_at, updated_at=env.occurred_at, last_seq=event.seq,
         )  # fmt: skip
     if row is None:  # a change to a folder this view never saw created
         return None
@@ -104,8 +104,8 @@ def _changes(row: FolderRecord, payload: Any) -> dict[str, Any] | None:
     match payload:
         case VFolderRenamed(name=name):
             return {"name": name}
-        case VFolderCloned(bytes_used=bytes_used, files=files):
-            return {"status": FolderStatus.READY, "bytes_used": bytes_used, "files": files}
+        case VFolderCloned():
+            return {"status": FolderStatus.READY, **_counts(payload)}
         case VFolderCloneFailed():
             return {"status": FolderStatus.CLONE_FAILED}
         case VFolderTrashed():
@@ -115,7 +115,7 @@ def _changes(row: FolderRecord, payload: Any) -> dict[str, Any] | None:
         case VFolderPurged():
             return {
                 "status": FolderStatus.PURGED, "shares": {}, "invitations": {},
-                "bytes_used": 0, "files": 0,
+                "bytes_used": 0, "files": 0, "links": 0, "others": 0,
             }  # fmt: skip
         case VFolderInvited(user_id=user_id, permission=permission):
             invitations[user_id] = permission
@@ -134,11 +134,18 @@ def _changes(row: FolderRecord, payload: Any) -> dict[str, Any] | None:
             shares.pop(user_id, None)
         case VFolderQuotaSet(quota_bytes=quota_bytes):
             return {"quota_bytes": quota_bytes}
-        case VFolderUsageMeasured(bytes_used=bytes_used, files=files):
-            return {"bytes_used": bytes_used, "files": files}
+        case VFolderUsageMeasured():
+            return _counts(payload)
         case _:
             return None
     return {"shares": shares, "invitations": invitations}
+
+
+def _counts(payload: VFolderCloned | VFolderUsageMeasured) -> dict[str, Any]:
+    return {
+        "bytes_used": payload.bytes_used, "files": payload.files,
+        "links": payload.links, "others": payload.others,
+    }  # fmt: skip
 
 
 def apply_mounts(rows: list[MountRecord], event: StoredEvent) -> list[MountRecord]:

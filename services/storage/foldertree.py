@@ -40,14 +40,49 @@ class TreeEntry:
 
 @dataclass(frozen=True)
 class Usage:
+    """What a folder holds (``usage``), or what a change added or freed (negative).
+
+    - ``bytes``: apparent sizes of regular files, each file once whatever its names (as
+      ``du``): its bytes are freed only with its last name;
+    - ``files``: names of regular files (as ``find -type f``): a file with two names counts
+      two. Names, not files, because a name is what the data plane adds and removes, and it
+      is always known where a name is: a delete drops the count by the names it removed, and
+      the count a fast-size backend keeps stays equal to a fresh walk;
+    - ``links``: symlinks (their own names; never followed);
+    - ``others``: every other entry but directories (FIFOs, sockets, devices).
+
+    Directories are not counted. Positional construction is ``Usage(bytes, files)``."""
+
     bytes: int = 0
     files: int = 0
+    links: int = 0
+    others: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.bytes + other.bytes, self.files + other.files)
+        return Usage(
+            self.bytes + other.bytes,
+            self.files + other.files,
+            self.links + other.links,
+            self.others + other.others,
+        )
 
     def __neg__(self) -> Usage:
-        return Usage(-self.bytes, -self.files)
+        return Usage(-self.bytes, -self.files, -self.links, -self.others)
+
+
+def one_name(info: os.stat_result) -> Usage:
+    """What the name whose ``lstat`` is ``info`` counts on its own: what removing (or
+    replacing) it frees. A file's bytes only if this is its last name (``st_nlink`` 1): the
+    file's other names (in the same folder: a hard link cannot cross a mount, so a session
+    cannot link into another folder) keep them."""
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        return Usage(info.st_size if info.st_nlink <= 1 else 0, 1)
+    if stat.S_ISLNK(mode):
+        return Usage(links=1)
+    if stat.S_ISDIR(mode):
+        return Usage()
+    return Usage(others=1)
 
 
 @dataclass(frozen=True)
@@ -110,16 +145,55 @@ def walk(dir_fd: int, max_depth: int = MAX_DEPTH) -> Iterator[TreeEntry]:
             os.close(fd)
 
 
-def usage(dir_fd: int) -> Usage:
-    """Bytes (apparent sizes of regular files) and files (every entry but directories)."""
-    total, files = 0, 0
-    for entry in walk(dir_fd):
-        if stat.S_ISDIR(entry.info.st_mode):
-            continue
-        files += 1
-        if stat.S_ISREG(entry.info.st_mode):
-            total += entry.info.st_size
-    return Usage(total, files)
+@dataclass
+class _Shared:
+    """A regular file with more than one name, as a walk met it."""
+
+    size: int
+    nlink: int
+    met: int = 0
+
+
+def _count(dir_fd: int, max_depth: int) -> tuple[Usage, dict[tuple[int, int], _Shared]]:
+    """Every name beneath ``dir_fd`` counted (``Usage``), the bytes of files with one name
+    included; files with more (``st_nlink`` > 1) apart, by (device, inode), with how many of
+    their names the walk met. Memory: one entry per multiply-linked file, none for the rest."""
+    size, files, links, others = 0, 0, 0, 0
+    shared: dict[tuple[int, int], _Shared] = {}
+    if max_depth < 1:
+        return Usage(), shared
+    for entry in walk(dir_fd, max_depth):
+        info = entry.info
+        mode = info.st_mode
+        if stat.S_ISREG(mode):
+            files += 1
+            if info.st_nlink <= 1:
+                size += info.st_size
+                continue
+            key = (info.st_dev, info.st_ino)
+            found = shared.setdefault(key, _Shared(info.st_size, info.st_nlink))
+            found.met += 1
+        elif stat.S_ISLNK(mode):
+            links += 1
+        elif not stat.S_ISDIR(mode):
+            others += 1
+    return Usage(size, files, links, others), shared
+
+
+def usage(dir_fd: int, max_depth: int = MAX_DEPTH) -> Usage:
+    """What the tree beneath ``dir_fd`` holds (``Usage`` says what each count means): a file
+    with several names has its bytes counted once, at whichever name the walk meets first."""
+    named, shared = _count(dir_fd, max_depth)
+    return named + Usage(sum(file.size for file in shared.values()))
+
+
+def _subtree(dir_fd: int, max_depth: int) -> Usage:
+    """What deleting the whole tree beneath ``dir_fd`` frees: every name in it, and the bytes
+    of files whose every name lies in it (the walk met as many names as ``st_nlink``); a file
+    also named outside the tree keeps its bytes there."""
+    named, shared = _count(dir_fd, max_depth)
+    freed = sum(file.size for file in shared.values() if file.met >= file.nlink)
+    return named + Usage(freed)
 
 
 def _listed(entry: os.DirEntry[str]) -> Listed | None:
@@ -156,17 +230,19 @@ def list_dir(
 
 
 def delete(root_fd: int, path: FolderPath, *, recursive: bool, count: bool) -> Usage:
-    """Remove ``path`` (a symlink itself, never its target); what it held if ``count``."""
+    """Remove ``path`` (a symlink itself, never its target); what it freed if ``count``, as
+    ``usage`` counts (so a kept count moved by it equals a fresh walk). Entries deeper than
+    ``MAX_DEPTH`` are in no count, so deleting them frees nothing counted."""
     if path.is_root:
         raise FolderFsError("is_root", 409, "the folder root cannot be deleted here")
     info = lstat(root_fd, path)
     if info is None:
         raise FolderFsError("not_found", 404, f"{str(path)!r} does not exist")
+    depth = len(path.parts)
     with open_dir(root_fd, path.parent) as parent:
         if not stat.S_ISDIR(info.st_mode):
             os.unlink(path.name, dir_fd=parent)
-            size = info.st_size if stat.S_ISREG(info.st_mode) else 0
-            return Usage(size, 1)
+            return one_name(info) if depth <= MAX_DEPTH else Usage()
         if not recursive:
             try:
                 os.rmdir(path.name, dir_fd=parent)
@@ -180,7 +256,8 @@ def delete(root_fd: int, path: FolderPath, *, recursive: bool, count: bool) -> U
         removed = Usage()
         if count:
             with open_dir(root_fd, path) as fd:
-                removed = usage(fd)
+                # The folder's walk reaches MAX_DEPTH levels below its root: this many below here.
+                removed = _subtree(fd, MAX_DEPTH - depth)
         try:
             shutil.rmtree(path.name, dir_fd=parent)
         except RecursionError:

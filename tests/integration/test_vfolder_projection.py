@@ -110,7 +110,7 @@ async def test_folders_shares_and_usage_follow_the_log(bus: Bus, engine: AsyncEn
     data.invite(log.carol, RO, log.now())
     data.accept(log.bob, log.now())
     data.set_quota(2 << 30, log.now())
-    data.measured(1234, 5, log.now())
+    data.measured(1234, 5, log.now(), links=2, others=1)
     await log.save(data)
     gone = await log.folder("gone")
     gone.invite(log.bob, RO, log.now())
@@ -131,6 +131,7 @@ async def test_folders_shares_and_usage_follow_the_log(bus: Bus, engine: AsyncEn
             UsageMode.DATA, FolderStatus.READY, 2 << 30,
         )  # fmt: skip
         assert (row.bytes_used, row.files, row.creator) == (1234, 5, "")
+        assert (row.links, row.others) == (2, 1)
         assert row.shares == {log.bob: RW} and row.invitations == {log.carol: RO}
         assert row.created_at < row.updated_at
         purged = await q.get_folder(engine, gone.id)
@@ -140,7 +141,7 @@ async def test_folders_shares_and_usage_follow_the_log(bus: Bus, engine: AsyncEn
         assert cloning is not None and cloning.status is FolderStatus.CLONING
         assert cloning.cloned_from == data.id
 
-        clone.cloned(4096, 2, log.now())
+        clone.cloned(4096, 2, log.now(), links=1)
         await log.save(clone)
         data.decline(log.carol, log.now())
         data.trash("", log.now())
@@ -151,6 +152,7 @@ async def test_folders_shares_and_usage_follow_the_log(bus: Bus, engine: AsyncEn
             FolderStatus.READY,
             4096,
         )
+        assert (cloned.files, cloned.links, cloned.others) == (2, 1, 0)
         trashed = await q.get_folder(engine, data.id)
         assert trashed is not None and trashed.status is FolderStatus.TRASHED
         assert trashed.invitations == {}

@@ -20,6 +20,8 @@ NODE = {
     "status": "ready",
     "bytesUsed": 5.0,
     "files": 1.0,
+    "links": 2.0,
+    "otherEntries": 1.0,
     "quotaBytes": None,
     "shares": [{"userId": "u2", "permission": "ro"}],
 }
@@ -67,6 +69,7 @@ async def test_refusals_carry_the_servers_words_and_listings_every_page() -> Non
     ) as jy:
         found = await jy.folders.list()
         assert [f.id for f in found] == ["f1", "f2"] and found[0].bytes_used == 5
+        assert (found[0].files, found[0].links, found[0].other_entries) == (1, 2, 1)
         assert found[0].shares[0].permission == "ro"
         assert 'after: "c1"' in queries[1]
         with pytest.raises(JetyardError) as refused:

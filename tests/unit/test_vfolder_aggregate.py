@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from commands.folders.aggregate import FolderStateError, VFolder
+from events.catalogue import CATALOGUE
+from events.domain.vfolder import VFolderCloned, VFolderUsageMeasured
 from events.envelope import Cause
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.vfolder import FolderStatus, OwnerKind, Permission, auto_mounted
@@ -132,8 +134,13 @@ def test_quota_and_usage() -> None:
         made.set_quota(0, at(2))
     assert made.measured(4096, 2, at(3)) and (made.bytes_used, made.files) == (4096, 2)
     assert not made.measured(4096, 2, at(4))
+    assert made.measured(4096, 2, at(5), links=1, others=1)  # a symlink and a FIFO appeared
+    assert (made.links, made.others) == (1, 1)
+    assert not made.measured(4096, 2, at(6), links=1, others=1)
     with pytest.raises(FolderStateError, match="negative"):
-        made.measured(-1, 0, at(5))
+        made.measured(-1, 0, at(7))
+    with pytest.raises(FolderStateError, match="negative"):
+        made.measured(0, 0, at(7), others=-1)
 
 
 def test_a_clone_is_ready_once_copied_or_failed() -> None:
@@ -141,8 +148,8 @@ def test_a_clone_is_ready_once_copied_or_failed() -> None:
     assert clone.status is F.CLONING and not clone.mountable
     with pytest.raises(FolderStateError, match="cannot be shared"):
         clone.invite(OTHER, Permission.READ_ONLY, at(1))
-    assert clone.cloned(10, 1, at(2))
-    assert (clone.status, clone.bytes_used) == (F.READY, 10)
+    assert clone.cloned(10, 1, at(2), links=3)
+    assert (clone.status, clone.bytes_used, clone.files, clone.links) == (F.READY, 10, 1, 3)
     assert not clone.cloned(10, 1, at(3))
     failed = folder(cloned_from="f-0")
     assert failed.clone_failed("disk full", at(1)) and failed.status is F.CLONE_FAILED
@@ -153,7 +160,7 @@ def test_its_events_fold_back_into_the_same_folder() -> None:
     made = VFolder.create("f-9", "data", OwnerKind.USER, OWNER, "lab", "local", T0)
     made.invite(OTHER, Permission.READ_ONLY, at(1))
     made.accept(OTHER, at(2))
-    made.measured(7, 1, at(3))
+    made.measured(7, 1, at(3), links=2, others=1)
     made.rename("renamed", at(4))
     envelopes = made.collect(CAUSE)
     again = VFolder.rehydrate(envelopes)
@@ -164,3 +171,33 @@ def test_its_events_fold_back_into_the_same_folder() -> None:
         7,
         F.READY,
     )
+    assert (again.files, again.links, again.others) == (1, 2, 1)
+    restored = VFolder.from_snapshot(again.snapshot(9, at(5)))
+    assert restored.state() == again.state()
+
+
+def test_a_v1_usage_event_is_read_with_no_links_or_others() -> None:
+    """v1 counted symlinks and other entries in ``files``: the count cannot be split, so it
+    stays as it was, and the folder reads as having no links or others until measured again."""
+    made = VFolder.create("f-9", "data", OwnerKind.USER, OWNER, "lab", "local", T0)
+    made.measured(7, 3, at(1))
+    created, measured = made.collect(CAUSE)
+    v1 = measured.model_copy(update={"schema_version": 1, "payload": {"bytes_used": 7, "files": 3}})
+
+    upcast = CATALOGUE.upcast(v1)
+
+    assert upcast.schema_version == VFolderUsageMeasured.schema_version == 2
+    assert upcast.payload == {"bytes_used": 7, "files": 3, "links": 0, "others": 0}
+    again = VFolder.rehydrate([created, v1])
+    assert again is not None
+    assert (again.bytes_used, again.files, again.links, again.others) == (7, 3, 0, 0)
+
+
+def test_a_v1_clone_event_is_read_with_no_links_or_others() -> None:
+    v1 = {"bytes_used": 10, "files": 2}
+    clone = folder(cloned_from="f-0")
+    clone.cloned(10, 2, at(1))
+    (cloned,) = clone.collect(CAUSE)
+    upcast = CATALOGUE.upcast(cloned.model_copy(update={"schema_version": 1, "payload": v1}))
+    assert upcast.schema_version == VFolderCloned.schema_version == 2
+    assert upcast.payload == {**v1, "links": 0, "others": 0}

@@ -60,12 +60,13 @@ def test_a_folder_row_follows_its_events() -> None:
         VFolderInvited(user_id="bo", permission=RW),
         VFolderInvited(user_id="cy", permission=RO),
         VFolderInvitationAccepted(user_id="bo"),
-        VFolderUsageMeasured(bytes_used=321, files=4),
+        VFolderUsageMeasured(bytes_used=321, files=4, links=2, others=1),
     )
     assert row is not None and row.id == folder.id
     assert (row.name, row.status, row.quota_bytes, row.bytes_used, row.files) == (
         "results", FolderStatus.READY, 1000, 321, 4,
     )  # fmt: skip
+    assert (row.links, row.others) == (2, 1)
     assert row.shares == {"bo": RW} and row.invitations == {"cy": RO}
     assert (row.created_seq, row.last_seq) == (10, 60)
     assert row.updated_at == NOW + timedelta(seconds=60)
@@ -83,12 +84,30 @@ def test_a_clone_is_cloning_until_copied_and_a_purge_empties_the_row() -> None:
     clone = CREATED.model_copy(update={"cloned_from": "src"})
     row, _ = fold(clone)
     assert row is not None and row.status is FolderStatus.CLONING and row.cloned_from == "src"
-    row, _ = fold(clone, VFolderCloned(bytes_used=50, files=2))
+    row, _ = fold(clone, VFolderCloned(bytes_used=50, files=2, links=1))
     assert row is not None and (row.status, row.bytes_used) == (FolderStatus.READY, 50)
+    assert (row.files, row.links, row.others) == (2, 1, 0)
     row, _ = fold(
-        CREATED, VFolderInvited(user_id="bo", permission=RO), VFolderPurged(reason="gone")
-    )
+        CREATED, VFolderInvited(user_id="bo", permission=RO),
+        VFolderUsageMeasured(bytes_used=5, files=1, links=1, others=1),
+        VFolderPurged(reason="gone"),
+    )  # fmt: skip
     assert row is not None and row.status is FolderStatus.PURGED and row.invitations == {}
+    assert (row.bytes_used, row.files, row.links, row.others) == (0, 0, 0, 0)
+
+
+def test_a_v1_measurement_folds_with_no_links_or_others() -> None:
+    row, folder = fold(CREATED)
+    v1 = stored(20, folder, 2, VFolderUsageMeasured(bytes_used=9, files=3))
+    v1 = StoredEvent(
+        v1.seq,
+        v1.envelope.model_copy(
+            update={"schema_version": 1, "payload": {"bytes_used": 9, "files": 3}}
+        ),
+    )
+    row = apply_folder(row, v1)
+    assert row is not None
+    assert (row.bytes_used, row.files, row.links, row.others) == (9, 3, 0, 0)
     assert fold(VFolderRenamed(name="x"))[0] is None  # never created: nothing to change
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 FOLDER_FIELDS = """id name ownerKind ownerId domain volume usageMode status quotaBytes
-bytesUsed files permission clonedFrom createdAt updatedAt shares { userId permission }
-invitations { userId permission } mountedBy"""
+bytesUsed files links otherEntries permission clonedFrom createdAt updatedAt
+shares { userId permission } invitations { userId permission } mountedBy"""
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,13 @@ class VFolder:
     status: str
     quota_bytes: int | None
     bytes_used: int
+    """Apparent sizes of its regular files, a file with several names once."""
     files: int
+    """Names of regular files."""
+    links: int
+    """Symlinks."""
+    other_entries: int
+    """FIFOs, sockets and devices."""
     permission: str | None
     """The caller's: ``ro``, ``rw`` or ``rwd``."""
     cloned_from: str | None
@@ -59,6 +65,8 @@ class VFolder:
             quota_bytes=None if quota is None else int(quota),
             bytes_used=int(node.get("bytesUsed") or 0),
             files=int(node.get("files") or 0),
+            links=int(node.get("links") or 0),
+            other_entries=int(node.get("otherEntries") or 0),
             permission=node.get("permission"),
             cloned_from=node.get("clonedFrom"),
             created_at=str(node.get("createdAt") or ""),
@@ -81,6 +89,8 @@ class VFolder:
             "quotaBytes": self.quota_bytes,
             "bytesUsed": self.bytes_used,
             "files": self.files,
+            "links": self.links,
+            "otherEntries": self.other_entries,
             "permission": self.permission,
             "clonedFrom": self.cloned_from,
             "createdAt": self.created_at,

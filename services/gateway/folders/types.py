@@ -51,8 +51,18 @@ class VFolder:
     usage_mode: str = strawberry.field(description="general | data | model")
     status: str = strawberry.field(description="ready | cloning | clone-failed | trashed | purged")
     quota_bytes: float | None = strawberry.field(description="null: no folder quota")
-    bytes_used: float = strawberry.field(description="as last measured by the storage service")
-    files: float
+    bytes_used: float = strawberry.field(
+        description="as last measured by the storage service: apparent sizes of its regular "
+        "files, a file with several names (hard links) once"
+    )
+    files: float = strawberry.field(
+        description="names of regular files (a file with two names counts two)"
+    )
+    links: float = strawberry.field(description="symlinks")
+    other_entries: float = strawberry.field(
+        description="entries that are neither files, symlinks nor directories (FIFOs, sockets, "
+        "devices)"
+    )
     cloned_from: str | None = strawberry.field(description="the folder it was cloned from")
     created_at: datetime
     updated_at: datetime
@@ -86,6 +96,8 @@ class VFolder:
             quota_bytes=record.quota_bytes,
             bytes_used=record.bytes_used,
             files=record.files,
+            links=record.links,
+            other_entries=record.others,
             cloned_from=record.cloned_from,
             created_at=record.created_at,
             updated_at=record.updated_at,

@@ -1,5 +1,5 @@
 """Clones in the background: a folder made as a clone (CLONING) gets its source's bytes
-copied by a thread, then ``VFolderCloned`` (bytes, files) or ``VFolderCloneFailed``
+copied by a thread, then ``VFolderCloned`` (what was copied) or ``VFolderCloneFailed``
 (reason). A clone interrupted by a stop or a crash is copied again from scratch at the next
 start (the folder is still CLONING in the log)."""
 
@@ -71,11 +71,15 @@ class Cloner:
             await self._failed(folder_id, f"copying failed: {exc}")
             return
         await self.recorder.record(
-            folder_id, lambda f, now: f.cloned(copied.bytes, copied.files, now)
+            folder_id,
+            lambda f, now: f.cloned(
+                copied.bytes, copied.files, now, links=copied.links, others=copied.others
+            ),
         )
         log.info(
-            "storage: folder %s cloned (%d bytes, %d files)", folder_id, copied.bytes, copied.files
-        )
+            "storage: folder %s cloned (%d bytes, %d files, %d symlinks)",
+            folder_id, copied.bytes, copied.files, copied.links,
+        )  # fmt: skip
 
     async def _failed(self, folder_id: str, reason: str) -> None:
         await self.recorder.record(folder_id, lambda f, now: f.clone_failed(reason, now))

@@ -56,7 +56,9 @@ def clone(
 def copy_tree(src_root: int, dst_root: int, stop: threading.Event) -> Usage:
     """Copy what ``foldertree.walk`` meets beneath ``src_root`` into ``dst_root``: each entry
     from its parent's descriptor in the source, into the matching directory of the target
-    (held on a stack as deep as the walk is: it goes parents first, depth first)."""
+    (held on a stack as deep as the walk is: it goes parents first, depth first). What was
+    copied is counted as ``foldertree.usage`` would count the copy: each name of a hard-linked
+    file is copied as a file of its own."""
     copied = Usage()
     targets = [os.dup(dst_root)]  # targets[d]: the target directory of the entries d+1 deep
     try:
@@ -76,7 +78,7 @@ def copy_tree(src_root: int, dst_root: int, stop: threading.Event) -> Usage:
                 copied += Usage(_copy_file(name, entry.dir_fd, dst, stop), 1)
             elif stat.S_ISLNK(info.st_mode):
                 os.symlink(os.readlink(name, dir_fd=entry.dir_fd), name, dir_fd=dst)
-                copied += Usage(0, 1)
+                copied += Usage(links=1)
     finally:
         for fd in targets:
             os.close(fd)

@@ -19,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.vfolder import folder_relpath
 
+COUNT_RULES = 2
+"""The rules kept counts follow (``foldertree.Usage``). 1: every entry but directories was a
+file and a hard-linked file's bytes counted once per name; 2: regular files, symlinks and the
+rest apart, a file's bytes once. Counts kept under older rules are walked again when read."""
+
 
 class FolderMeta(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -26,7 +31,15 @@ class FolderMeta(BaseModel):
     quota: int | None = Field(default=None, ge=0)
     bytes: int = Field(default=0, ge=0)
     files: int = Field(default=0, ge=0)
-    counted: bool = False  # whether bytes/files were ever counted (else: walk first)
+    links: int = Field(default=0, ge=0)
+    others: int = Field(default=0, ge=0)
+    counted: bool = False  # whether the counts were ever counted (else: walk first)
+    count_rules: int = 1  # which ``COUNT_RULES`` they follow (files before it: 1)
+
+    @property
+    def counts_current(self) -> bool:
+        """Whether the kept counts can be read as they are (else: walk first)."""
+        return self.counted and self.count_rules == COUNT_RULES
 
 
 class MetaStore:

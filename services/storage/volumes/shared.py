@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from services.storage.foldertree import Usage
 from services.storage.volumes.base import Capability
-from services.storage.volumes.meta import FolderMeta
+from services.storage.volumes.meta import COUNT_RULES, FolderMeta
 from services.storage.volumes.tree import TreeVolume
 
 
@@ -43,19 +43,21 @@ class SharedVolume(TreeVolume):
 
     def usage(self, folder_id: str) -> Usage:
         meta = self.meta.read(folder_id)
-        if not meta.counted:
+        if not meta.counts_current:
             return self.recount(folder_id)
         self.folder_root(folder_id)
-        return Usage(meta.bytes, meta.files)
+        return Usage(meta.bytes, meta.files, meta.links, meta.others)
 
     def record_change(self, folder_id: str, change: Usage) -> None:
         def moved(meta: FolderMeta) -> FolderMeta:
-            if not meta.counted:
-                return meta  # the first usage() walks anyway
+            if not meta.counts_current:
+                return meta  # the next usage() walks anyway
             return meta.model_copy(
                 update={
                     "bytes": max(0, meta.bytes + change.bytes),
                     "files": max(0, meta.files + change.files),
+                    "links": max(0, meta.links + change.links),
+                    "others": max(0, meta.others + change.others),
                 }
             )
 
@@ -66,7 +68,14 @@ class SharedVolume(TreeVolume):
         self.meta.update(
             folder_id,
             lambda meta: meta.model_copy(
-                update={"bytes": counted.bytes, "files": counted.files, "counted": True}
+                update={
+                    "bytes": counted.bytes,
+                    "files": counted.files,
+                    "links": counted.links,
+                    "others": counted.others,
+                    "counted": True,
+                    "count_rules": COUNT_RULES,
+                }
             ),
         )
         return counted

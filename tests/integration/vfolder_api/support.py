@@ -21,7 +21,7 @@ from services.storage.settings import StorageSettings
 from tests.integration.gateway_support import Gateway
 
 FOLDER = """id name ownerKind ownerId domain volume usageMode status quotaBytes bytesUsed
-    files permission clonedFrom createdAt updatedAt shares { userId permission }
+    files links otherEntries permission clonedFrom createdAt updatedAt shares { userId permission }
     invitations { userId permission } mountedBy"""
 OUTCOME = f"commandId status code message folder {{ {FOLDER} }}"
 TTL_S = 120.0

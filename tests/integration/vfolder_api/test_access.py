@@ -135,4 +135,4 @@ async def test_a_token_uploads_and_downloads_through_the_data_plane(world: World
     while (found := await get(world, "alice", fid)) is None or found["bytesUsed"] != len(body):
         assert time.monotonic() < deadline, found
         await asyncio.sleep(0.1)
-    assert found["files"] == 1
+    assert (found["files"], found["links"], found["otherEntries"]) == (1, 0, 0)

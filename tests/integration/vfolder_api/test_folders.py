@@ -43,6 +43,7 @@ async def test_a_folder_is_created_renamed_given_a_quota_trashed_and_purged(worl
         "general", "ready", 1_000_000,
     )  # fmt: skip
     assert (folder["bytesUsed"], folder["files"], folder["permission"]) == (0, 0, "rwd")
+    assert (folder["links"], folder["otherEntries"]) == (0, 0)
     assert (folder["clonedFrom"], folder["shares"], folder["mountedBy"]) == (None, [], [])
     again = await create(world, "alice", name, quotaBytes=1_000_000, clientCommandId=key)
     assert again["id"] == folder["id"]  # the same command: the same folder
