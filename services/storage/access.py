@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from schemas.folder_paths import FolderPath, parse_path
 from services.storage.errors import StorageError
+from services.storage.reservations import Creations
 from services.storage.settings import StorageSettings
 from services.storage.tokens import Claims, Operation, TokenError, UsedTokens, check_scope, verify
 from services.storage.volumes import Volume
@@ -19,16 +20,14 @@ from services.storage.volumes import Volume
 
 @dataclass(frozen=True)
 class OwnerRoom:
-    """The total size the policy of a folder's owner allows across its folders, and what
-    those folders hold (as last measured)."""
+    """The total size the policy of a folder's owner allows across its folders (``folders``,
+    their ids), and what those folders hold: as last measured, plus what uploads finished
+    since have added."""
 
     owner: str
     limit: int
     used: int
-
-    @property
-    def left(self) -> int:
-        return max(0, self.limit - self.used)
+    folders: frozenset[str] = frozenset()
 
 
 def _no_limit(folder_id: str) -> OwnerRoom | None:
@@ -39,6 +38,10 @@ def _nobody(volume: str, folder_id: str) -> None:
     return None
 
 
+def _unheard(folder_id: str, added: int) -> None:
+    return None
+
+
 @dataclass
 class PlaneHooks:
     """What the data plane asks of, and tells, the control part in the same process (the
@@ -46,10 +49,13 @@ class PlaneHooks:
 
     ``owner_room``: the owner's policy total for a folder (None: no limit, or unknown).
     ``changed``: called (in the event loop) after an upload completed, or a mkdir, move or
-    delete, in a folder: its usage is measured again."""
+    delete, in a folder: its usage is measured again.
+    ``landed``: called (in the event loop) when an upload finished, with the bytes it added
+    to the folder: they count in the owner's total until a measurement holds them."""
 
     owner_room: Callable[[str], OwnerRoom | None] = _no_limit
     changed: Callable[[str, str], None] = _nobody
+    landed: Callable[[str, int], None] = _unheard
 
 
 @dataclass
@@ -61,17 +67,7 @@ class DataPlane:
     used: UsedTokens = field(default_factory=UsedTokens)
     now: Callable[[], float] = time.time
     hooks: PlaneHooks = field(default_factory=PlaneHooks)
-
-    def check_owner_room(self, folder_id: str, length: int) -> None:
-        """Refuse an upload of ``length`` bytes the folder owner's policy total cannot hold."""
-        room = self.hooks.owner_room(folder_id)
-        if room is not None and length > room.left:
-            raise StorageError(
-                "policy_total_exceeded",
-                413,
-                f"the owner's storage policy allows {room.limit} bytes across their folders: "
-                f"{room.used} are used and this upload needs {length} more",
-            )
+    creations: Creations = field(default_factory=Creations)
 
     def changed(self, grant: Grant) -> None:
         self.hooks.changed(grant.volume.name, grant.folder_id)

@@ -7,15 +7,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from functools import partial
 
 from anyio import to_thread
 from starlette.requests import ClientDisconnect
 
-from services.storage import folderfs
+from services.storage import folderfs, foldertree
 from services.storage.access import DataPlane, Grant
 from services.storage.errors import StorageError
 from services.storage.foldertree import Usage
-from services.storage.quota import check_quota
+from services.storage.quota import check_room, recheck
 from services.storage.upload_state import UploadArea, UploadBusy, UploadState
 from services.storage.volumes import Capability
 
@@ -61,16 +62,21 @@ async def append_body(
             )
         if declared is not None and offset + declared > state.length:
             raise StorageError("too_long", 413, "the body runs past Upload-Length")
-        plane.check_owner_room(grant.folder_id, state.length)
+        room = plane.hooks.owner_room(grant.folder_id)
+        await to_thread.run_sync(
+            partial(
+                check_room, plane.volumes, grant.volume, grant.folder_id, state.length, room,
+                plane.now(), upload_id=state.id,
+            )
+        )  # fmt: skip
         quota = await to_thread.run_sync(grant.volume.quota, grant.folder_id)
-        if quota is not None:
-            await to_thread.run_sync(check_quota, grant.volume, grant.folder_id, state.length)
         await _receive(body, writer, state, grant, quota, settings.quota_recheck_bytes)
         touched = state.model_copy(update={"expires": plane.now() + settings.upload_ttl_s})
         await to_thread.run_sync(area.save, touched)
         if writer.position == state.length:
-            await to_thread.run_sync(_finish, grant, area, touched, fd)
+            added = await to_thread.run_sync(_finish, grant, area, touched, fd)
             plane.changed(grant)
+            plane.hooks.landed(grant.folder_id, added.bytes)
         return writer.position
     finally:
         writer.close()  # releases the lock
@@ -93,7 +99,7 @@ async def _receive(
             since_check += len(chunk)
             if quota is not None and since_check >= recheck_bytes:
                 since_check = 0
-                await to_thread.run_sync(check_quota, grant.volume, grant.folder_id, state.length)
+                await to_thread.run_sync(recheck, grant.volume, grant.folder_id, state)
     except ClientDisconnect:
         pass  # keep what arrived: the client resumes from HEAD's offset
     finally:
@@ -170,9 +176,10 @@ def _write_all(fd: int, batch: list[bytes], position: int) -> None:
             views[0] = views[0][written:]
 
 
-def _finish(grant: Grant, area: UploadArea, state: UploadState, fd: int) -> None:
+def _finish(grant: Grant, area: UploadArea, state: UploadState, fd: int) -> Usage:
     """Rename the complete part into place (durable first, so a crash never leaves an empty
-    file under the final name) and count it where the volume keeps usage."""
+    file under the final name) and count it where the volume keeps usage; what the folder
+    gained."""
     os.fsync(fd)
     area_fd = os.open(area.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -181,6 +188,8 @@ def _finish(grant: Grant, area: UploadArea, state: UploadState, fd: int) -> None
     finally:
         os.close(area_fd)
     area.save(state.model_copy(update={"completed": True}))
+    old = foldertree.one_name(replaced) if replaced is not None else Usage()
+    added = Usage(state.length, 1) + -old
     if Capability.FAST_SIZE in grant.volume.capabilities:
-        old = Usage(replaced.st_size, 1) if replaced is not None else Usage()
-        grant.volume.record_change(grant.folder_id, Usage(state.length, 1) + -old)
+        grant.volume.record_change(grant.folder_id, added)
+    return added

@@ -15,6 +15,7 @@ import fcntl
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,18 @@ class UploadArea:
             return (self.directory / self.part_name(state.id)).stat().st_size
         except FileNotFoundError:
             return state.length  # renamed into place just before a crash: finished
+
+    def active(self, now: float) -> Iterator[tuple[UploadState, int]]:
+        """Every upload here that is neither finished nor expired, with what has arrived:
+        the reservations (``reservations``). One read of each state file."""
+        for entry in os.scandir(self.directory):
+            upload_id, _, suffix = entry.name.partition(".")
+            if suffix != "json":
+                continue
+            state = self.load(upload_id)
+            if state is None or state.completed or state.expires <= now:
+                continue
+            yield state, self.offset(state)
 
     def open_part(self, state: UploadState) -> int | None:
         """The part file, opened for writing and locked (``UploadBusy`` if locked), or None

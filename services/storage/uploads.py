@@ -21,7 +21,7 @@ from schemas.folder_paths import FolderPath, check_new_name, parse_path
 from services.storage import folderfs
 from services.storage.access import Admission, Grant, admit, plane_of
 from services.storage.errors import StorageError, as_storage_error
-from services.storage.quota import check_quota
+from services.storage.quota import reserve
 from services.storage.tokens import Claims, Operation
 from services.storage.tus import (
     OFFSET_CONTENT_TYPE,
@@ -85,15 +85,8 @@ async def create(request: Request) -> Response:
     if target.is_root:
         raise StorageError("bad_header", 400, "name the file: Upload-Metadata 'path'")
     grant = admission.grant(target, consume=False)
-    plane.check_owner_room(grant.folder_id, length)
-
-    def check() -> None:
-        with folderfs.open_root(grant.root) as root:
-            folderfs.check_creatable(root, target)
-        check_quota(grant.volume, grant.folder_id, length)
-
-    await to_thread.run_sync(check)
-    plane.used.use(claims, now=admission.now)  # spent only once everything has passed
+    room = plane.hooks.owner_room(grant.folder_id)
+    area = UploadArea(grant.volume.upload_area(grant.folder_id))
     now = plane.now()
     state = UploadState(
         id=new_upload_id(),
@@ -104,8 +97,18 @@ async def create(request: Request) -> Response:
         created=now,
         expires=now + plane.settings.upload_ttl_s,
     )
-    area = UploadArea(grant.volume.upload_area(grant.folder_id))
-    await to_thread.run_sync(area.create, state)
+
+    def file_upload() -> None:
+        with folderfs.open_root(grant.root) as root:
+            folderfs.check_creatable(root, target)
+        reserve(plane.creations, plane.volumes, grant.volume, area, state, room)
+
+    await to_thread.run_sync(file_upload)
+    try:
+        plane.used.use(claims, now=admission.now)  # spent only once everything has passed
+    except BaseException:
+        await to_thread.run_sync(area.remove, state.id)  # no reservation for a refused upload
+        raise
     if length == 0:  # no PATCH will come: finish now
         await append_body(plane, grant, area, state, 0, _nothing(), 0)
     location = f"/folders/{state.volume}/{state.folder}/uploads/{state.id}"

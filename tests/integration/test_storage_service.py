@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -201,10 +202,17 @@ async def test_no_purge_while_a_live_session_mounts_the_folder(storage: Storage)
     assert refused.code == Code.REFUSED, refused.message
     assert "mounted by a live session" in refused.message
 
-    (storage.root(folder_id) / "written-by-the-session.bin").write_bytes(b"x" * 1234)
+    written = storage.root(folder_id)
+    (written / "written-by-the-session.bin").write_bytes(b"x" * 1234)
+    os.link(written / "written-by-the-session.bin", written / "same-file.bin")
+    (written / "a-link").symlink_to("same-file.bin")
+    os.mkfifo(written / "a-pipe")
     await record(storage.store, AggregateType.SESSION, session_id, SessionTerminated(reason="done"))
-    # A read-write session ended: the folder is measured (what it wrote through its mount).
+    # A read-write session ended: the folder is measured (what it wrote through its mount):
+    # a file of two names (its bytes once), a symlink and a FIFO.
     await eventually(lambda: _bytes_are(storage, folder_id, 1234))
+    measured = await storage.folder(folder_id)
+    assert (measured.files, measured.links, measured.others) == (2, 1, 1)
     await storage.ok(TrashVFolder, ada, folder_id=folder_id)
     await storage.ok(PurgeVFolder, ada, folder_id=folder_id)
     await eventually(lambda: _is(not _exists(storage.volume, folder_id)))
@@ -223,7 +231,9 @@ async def test_a_clone_copies_the_bytes_and_ends_ready(storage: Storage) -> None
     (clone_id,) = outcome.aggregate_ids
     await eventually(lambda: _status_is(storage, clone_id, FolderStatus.READY))
     clone = await storage.folder(clone_id)
-    assert (clone.bytes_used, clone.files, clone.cloned_from) == (100_005, 3, source)
+    assert (clone.bytes_used, clone.files, clone.links, clone.cloned_from) == (
+        100_005, 2, 1, source,
+    )  # fmt: skip
     copied = storage.root(clone_id)
     assert (copied / "a" / "b" / "weights.bin").read_bytes() == b"w" * 100_000
     assert (copied / "top.txt").read_text() == "hello"
@@ -285,6 +295,37 @@ async def test_usage_is_measured_after_an_upload_and_the_policy_total_holds(
         )
         assert deleted.status_code == 200, deleted.text
         await eventually(lambda: _bytes_are(storage, folder_id, 400))
+
+
+async def test_uploads_in_progress_and_just_finished_count_in_the_owners_total(
+    storage: Storage,
+) -> None:
+    _, ada = await person(storage.store, max_total_bytes=1000)
+    first, second = await storage.create(ada, "first"), await storage.create(ada, "second")
+    app = create_app(storage.service.settings, storage.service.volumes, storage.service.hooks())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://storage") as client:
+        held = await _create_upload(client, f"/folders/local/{first}", first, "a.bin", 600)
+        assert held.status_code == 201, held.text
+        # Another folder of the same owner: the reservation spans the owner's folders.
+        refused = await _create_upload(client, f"/folders/local/{second}", second, "b.bin", 500)
+        assert refused.status_code == 413, refused.text
+        assert refused.json()["error"] == "policy_total_exceeded"
+        assert "600 are reserved by uploads in progress" in refused.json()["message"]
+
+        headers = {
+            **TUS, **bearer(token("upload", first, "a.bin")), "Upload-Offset": "0",
+            "Content-Type": OCTETS,
+        }  # fmt: skip
+        done = await client.patch(held.headers["location"], headers=headers, content=b"a" * 600)
+        assert done.status_code == 204, done.text
+        # Finished, measured or not yet: the 600 bytes count either way.
+        again = await _create_upload(client, f"/folders/local/{second}", second, "b.bin", 500)
+        assert again.status_code == 413, again.text
+        await eventually(lambda: _bytes_are(storage, first, 600))
+        assert (
+            await _upload(client, f"/folders/local/{second}", second, "b.bin", 400)
+        ).status_code == 204
 
 
 # ---- helpers ------------------------------------------------------------------------------

@@ -6,11 +6,13 @@ from __future__ import annotations
 from schemas.tenancy import PolicyKind, policy_id_for
 from schemas.vfolder import OwnerKind
 from services.storage.access import OwnerRoom
+from services.storage.control.landed import Landed
 from services.storage.control.state import StorageState
 
 
-def owner_room(state: StorageState, folder_id: str) -> OwnerRoom | None:
-    """None: the folder is not known yet (the token was issued on a fresher view: no check),
+def owner_room(state: StorageState, folder_id: str, landed: Landed) -> OwnerRoom | None:
+    """What finished uploads added since the last measurements (``landed``) counts as
+    used. None: the folder is not known yet (the token was issued on a fresher view: no check),
     or its owner's policy sets no total."""
     folder = state.folders.get(folder_id)
     if folder is None:
@@ -28,4 +30,6 @@ def owner_room(state: StorageState, folder_id: str) -> OwnerRoom | None:
     if total is None:
         return None
     owner = (folder.owner_kind, folder.owner_id)
-    return OwnerRoom(f"{owner[0].value} {owner[1]}", total, state.folders.bytes_used(owner))
+    folders = frozenset(f.id for f in state.folders.of_owner(owner))
+    used = state.folders.bytes_used(owner) + landed.total(folders)
+    return OwnerRoom(f"{owner[0].value} {owner[1]}", total, used, folders)

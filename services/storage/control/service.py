@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
@@ -35,6 +36,7 @@ from schemas.vfolder import FolderStatus
 from services.storage.access import OwnerRoom, PlaneHooks
 from services.storage.control import disk
 from services.storage.control.clones import Cloner
+from services.storage.control.landed import Landed
 from services.storage.control.recording import Recorder
 from services.storage.control.room import owner_room
 from services.storage.control.rules import DECIDERS, World, decide
@@ -71,7 +73,8 @@ class StorageService:
         )
         self.recorder = Recorder(self.work, state, clock)
         self.cloner = Cloner(state, self.volumes, self.recorder)
-        self.meter = UsageMeter(self.measure, settings.usage_interval_s)
+        self.landed = Landed()
+        self.meter = UsageMeter(self._measure_and_settle, settings.usage_interval_s)
         handlers: dict[type[Command], Handler] = dict.fromkeys(DECIDERS, self.handle)
         self.runner = CommandRunner(
             bus, handlers, durable=settings.durable, aggregate_type=AggregateType.VFOLDER,
@@ -128,7 +131,9 @@ class StorageService:
 
     def hooks(self) -> PlaneHooks:
         """What the data plane in this process asks and tells this part."""
-        return PlaneHooks(owner_room=self.owner_room, changed=self.folder_changed)
+        return PlaneHooks(
+            owner_room=self.owner_room, changed=self.folder_changed, landed=self.folder_landed
+        )
 
     # ---- deciding ------------------------------------------------------------------------
 
@@ -207,7 +212,18 @@ class StorageService:
         self.meter.touch(folder_id)
 
     def owner_room(self, folder_id: str) -> OwnerRoom | None:
-        return owner_room(self.state, folder_id)
+        return owner_room(self.state, folder_id, self.landed)
+
+    def folder_landed(self, folder_id: str, added: int) -> None:
+        self.landed.add(folder_id, added, time.monotonic())
+
+    async def _measure_and_settle(self, folder_id: str, recount: bool) -> None:
+        """Measure, and once the measurement is folded, stop counting what landed before it
+        apart (the folded usage holds it now)."""
+        started = time.monotonic()
+        await self.measure(folder_id, recount)
+        await self.sync()
+        self.landed.settle(folder_id, started)
 
     async def measure(self, folder_id: str, recount: bool) -> None:
         folder = self.state.folders.get(folder_id)
@@ -221,7 +237,10 @@ class StorageService:
         except FolderNotFound:
             return
         await self.recorder.record(
-            folder_id, lambda f, now: f.measured(used.bytes, used.files, now)
+            folder_id,
+            lambda f, now: f.measured(
+                used.bytes, used.files, now, links=used.links, others=used.others
+            ),
         )
 
 
