@@ -13,7 +13,9 @@ reader, a device node would stream the host's disk. Blocking calls: run them in 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -176,7 +178,9 @@ def place_file(
     area_fd: int, temp_name: str, root_fd: int, target: FolderPath
 ) -> os.stat_result | None:
     """Rename a finished temp file into ``target`` (parents made as needed); an existing
-    regular file there is replaced and its stat returned, anything else refuses."""
+    regular file there is replaced and its stat returned, anything else refuses. Where the
+    rename cannot cross from the upload area into the folder (btrfs subvolumes), the file
+    is cloned across instead (``_clone_into``)."""
     if target.is_root:
         raise FolderFsError("is_a_directory", 409, "the folder root is a directory")
     with open_dir(root_fd, target.parent, make=True) as parent:
@@ -188,8 +192,50 @@ def place_file(
             raise _symlink(target)
         if old is not None and not stat.S_ISREG(old.st_mode):
             raise FolderFsError("exists", 409, f"{str(target)!r} exists and is not a file")
-        os.rename(temp_name, check_new_name(target.name), src_dir_fd=area_fd, dst_dir_fd=parent)
+        name = check_new_name(target.name)
+        try:
+            os.rename(temp_name, name, src_dir_fd=area_fd, dst_dir_fd=parent)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+            _clone_into(area_fd, temp_name, parent, name, error)
         return old
+
+
+# ioctl FICLONE (linux/fs.h): share the source's extents, copying no data (btrfs, XFS).
+_FICLONE = 0x40049409
+
+
+def _clone_into(area_fd: int, temp_name: str, parent: int, name: str, refused: OSError) -> None:
+    """Move ``temp_name`` into ``parent`` as ``name`` where a rename cannot (``EXDEV``): clone
+    it into a new hidden file beside the target, make that durable, rename it over the
+    target (so readers see the old file or the new one, never a part), unlink the source. A
+    filesystem that cannot clone across either raises the rename's ``refused``. A crash
+    before the rename can leave the hidden ``.jetyard-*.tmp`` file behind."""
+    source = os.open(temp_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=area_fd)
+    try:
+        hidden = f".jetyard-{secrets.token_hex(8)}.tmp"
+        mode = stat.S_IMODE(os.fstat(source).st_mode)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        clone = os.open(hidden, flags, mode, dir_fd=parent)
+        try:
+            try:
+                fcntl.ioctl(clone, _FICLONE, source)
+            except OSError as error:
+                if error.errno in (errno.EXDEV, errno.EOPNOTSUPP, errno.ENOTTY, errno.EINVAL):
+                    raise refused from None
+                raise
+            os.fsync(clone)
+            os.rename(hidden, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(hidden, dir_fd=parent)
+            raise
+        finally:
+            os.close(clone)
+    finally:
+        os.close(source)
+    os.unlink(temp_name, dir_fd=area_fd)
 
 
 def check_creatable(root_fd: int, target: FolderPath) -> None:

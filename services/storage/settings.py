@@ -3,7 +3,13 @@
 Volumes are configured by name, as JSON in one variable, e.g.::
 
     JETYARD_STORAGE_VOLUMES='{"local": {"backend": "local", "root": "/srv/jetyard"},
-        "shared": {"backend": "shared", "mounts": {"gpu-1": "/mnt/nfs", "*": "/net/nfs"}}}'
+        "shared": {"backend": "shared", "mounts": {"gpu-1": "/mnt/nfs", "*": "/net/nfs"}},
+        "fast": {"backend": "btrfs", "root": "/srv/btrfs/jetyard"}}'
+
+Backends: ``local`` (a directory on this machine; quotas checked by the data plane only),
+``shared`` (NFS/CephFS-style, mounted on every node), ``btrfs`` (a directory on a btrfs
+filesystem on this machine: each folder a subvolume whose quota the kernel enforces, for
+sessions too; the service must run as root and turns btrfs quotas on if they are off).
 """
 
 from __future__ import annotations
@@ -39,8 +45,19 @@ class SharedVolumeSettings(BaseModel):
     mounts: dict[str, Path] = Field(min_length=1)
 
 
+class BtrfsVolumeSettings(BaseModel):
+    """A directory on a btrfs filesystem on this machine: folders are subvolumes with hard
+    quotas (qgroup limits); only this host can mount them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["btrfs"]
+    root: Path
+
+
 VolumeSettings = Annotated[
-    LocalVolumeSettings | SharedVolumeSettings, Field(discriminator="backend")
+    LocalVolumeSettings | SharedVolumeSettings | BtrfsVolumeSettings,
+    Field(discriminator="backend"),
 ]
 
 

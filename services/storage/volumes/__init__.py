@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from schemas.vfolder import folder_relpath
-from services.storage.settings import LocalVolumeSettings, StorageSettings
+from services.storage.settings import (
+    LocalVolumeSettings,
+    SharedVolumeSettings,
+    StorageSettings,
+)
 from services.storage.volumes.base import Capability, FolderNotFound, Volume
+from services.storage.volumes.btrfs import BtrfsVolume, BtrfsVolumeError
 from services.storage.volumes.local import LocalVolume
 from services.storage.volumes.shared import SharedVolume
 
 __all__ = [
+    "BtrfsVolume",
+    "BtrfsVolumeError",
     "Capability",
     "FolderNotFound",
     "LocalVolume",
@@ -25,6 +32,8 @@ def open_volumes(settings: StorageSettings) -> dict[str, Volume]:
     for name, config in settings.volumes.items():
         if isinstance(config, LocalVolumeSettings):
             volumes[name] = LocalVolume(name, config.root, settings.hostname)
-        else:
+        elif isinstance(config, SharedVolumeSettings):
             volumes[name] = SharedVolume(name, config.mounts, settings.hostname)
+        else:
+            volumes[name] = BtrfsVolume(name, config.root, settings.hostname)
     return volumes
