@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
 
 from events.bus import connect
 from jetyard.runtime.bootstrap import AdminCredentials, bootstrap
 from jetyard.runtime.health import with_log
 from jetyard.runtime.sessions_left import end_sessions, left_running, said_left, sessions_of
+from jetyard.runtime.storage_setup import VolumesError
 from jetyard.runtime.supervisor import NATS, Stack, UpOptions
 from schemas.settings import NatsSettings
 
@@ -111,7 +113,12 @@ def say_up(stack: Stack) -> None:
     print(f"  GraphQL   {gateway}/graphql")
     print(f"  health    {gateway}/healthz")
     if stack.storage is not None and "storage" in stack.options.services:
-        print(f"  storage   {stack.storage.url} (folders under {stack.storage.volume_root})")
+        storage = stack.storage
+        where = ", ".join(
+            f"{name} ({config.backend})" for name, config in sorted(storage.volumes.items())
+        )
+        default = storage.default_volume
+        print(f"  storage   {storage.url} (volumes: {where}; new folders on {default})")
     if stack.appproxy is not None and "appproxy" in stack.options.services:
         print(f"  apps      {stack.appproxy.url}/apps/<session>/<app>/ (startApp)")
     print(f"  NATS      {stack.server.url} (token in {data / 'nats.token'})")
@@ -142,7 +149,11 @@ def up(options: UpOptions) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     stack = Stack(options)
     try:
-        stack.start()
+        try:
+            stack.start()
+        except VolumesError as exc:
+            print(f"jetyard up: {exc}", file=sys.stderr, flush=True)
+            return 2
         started = time.monotonic()
         stack.bootstrapped = "tenancy" not in options.services
         announced = timed_out = False
