@@ -105,3 +105,30 @@ def test_an_upload_passing_the_limit_mid_body_is_refused_by_the_kernel(
     assert 0 < offset_of(client, location, grant) < 8 * MiB
     assert listing(client, server, served) == ["session.bin"]
     assert volume.quota_used(served) <= quota
+
+
+def test_two_uploads_that_together_pass_the_quota_one_is_refused_at_its_start(
+    client: httpx.Client, server: BtrfsServer, served: str
+) -> None:
+    """The first upload's bytes count against the quota as they arrive (its part lies in the
+    folder's qgroup); what it has not sent yet is reserved, so the second is refused when it
+    is created, not half-way, and the first still completes."""
+    volume = server.btrfs()
+    volume.set_quota(served, 10 * MiB)
+    first_grant = token("upload", served, "first.bin")
+    first = create_upload(client, folder_url(server, served), first_grant, 6 * MiB)
+    assert first.status_code == 201, first.text
+    location = server.url + first.headers["location"]
+    data = os.urandom(6 * MiB)
+    assert patch(client, location, first_grant, 0, data[: 2 * MiB]).status_code == 204
+
+    second = token("upload", served, "second.bin")
+    message = refused(
+        create_upload(client, folder_url(server, served), second, 6 * MiB), 413, "quota_exceeded"
+    )
+    assert f"{4 * MiB} are reserved by uploads in progress" in message
+
+    assert patch(client, location, first_grant, 2 * MiB, data[2 * MiB :]).status_code == 204
+    assert (volume.folder_root(served) / "first.bin").read_bytes() == data
+    assert listing(client, server, served) == ["first.bin"]
+    assert volume.quota_used(served) <= 10 * MiB
