@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from services.storage.foldertree import Usage
 from services.storage.volumes.base import Capability
-from services.storage.volumes.meta import COUNT_RULES, FolderMeta
+from services.storage.volumes.kept import KeptCounts
 from services.storage.volumes.tree import TreeVolume
 
 
@@ -32,6 +32,7 @@ class SharedVolume(TreeVolume):
             )
         super().__init__(name, root)
         self.mounts = dict(mounts)
+        self.counts = KeptCounts(self.meta)
 
     def host_path(self, folder_id: str, host: str) -> PurePosixPath | None:
         mount = mount_for(self.mounts, host)
@@ -42,40 +43,11 @@ class SharedVolume(TreeVolume):
         )
 
     def usage(self, folder_id: str) -> Usage:
-        meta = self.meta.read(folder_id)
-        if not meta.counts_current:
-            return self.recount(folder_id)
         self.folder_root(folder_id)
-        return Usage(meta.bytes, meta.files, meta.links, meta.others)
+        return self.counts.read(folder_id, self.count)
 
     def record_change(self, folder_id: str, change: Usage) -> None:
-        def moved(meta: FolderMeta) -> FolderMeta:
-            if not meta.counts_current:
-                return meta  # the next usage() walks anyway
-            return meta.model_copy(
-                update={
-                    "bytes": max(0, meta.bytes + change.bytes),
-                    "files": max(0, meta.files + change.files),
-                    "links": max(0, meta.links + change.links),
-                    "others": max(0, meta.others + change.others),
-                }
-            )
-
-        self.meta.update(folder_id, moved)
+        self.counts.move(folder_id, change)
 
     def recount(self, folder_id: str) -> Usage:
-        counted = self.count(folder_id)
-        self.meta.update(
-            folder_id,
-            lambda meta: meta.model_copy(
-                update={
-                    "bytes": counted.bytes,
-                    "files": counted.files,
-                    "links": counted.links,
-                    "others": counted.others,
-                    "counted": True,
-                    "count_rules": COUNT_RULES,
-                }
-            ),
-        )
-        return counted
+        return self.counts.keep(folder_id, self.count(folder_id))

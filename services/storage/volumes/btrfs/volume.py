@@ -20,7 +20,7 @@ reservations), frees only at a transaction commit, so both commit first
 reading costs 0.1 ms on an idle filesystem and, under a steady writer in another folder,
 2 to 6 ms median, 15 to 33 ms at the 90th percentile, 0.2 s at worst; a ``syncfs`` (which
 also writes every dirty file back) took 86 ms median there. Names are kept apart
-(``counts``).
+(``kept``).
 
 A session can make a subvolume inside its folder (no privilege needed) whose qgroup counts
 in no folder: each reading of usage or ``quota_used`` finds such subvolumes and adds them to
@@ -41,9 +41,9 @@ from schemas.vfolder import folder_relpath
 from services.storage.foldertree import Usage
 from services.storage.volumes.base import Capability, FolderNotFound
 from services.storage.volumes.btrfs import ioctls, subvolumes
-from services.storage.volumes.btrfs.counts import KeptCounts
 from services.storage.volumes.btrfs.startup import check_root
 from services.storage.volumes.btrfs.subvolumes import DIR_FLAGS, BtrfsVolumeError
+from services.storage.volumes.kept import ALL_BUT_BYTES, KeptCounts
 from services.storage.volumes.tree import TreeVolume
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class BtrfsVolume(TreeVolume):
         self.qgroups = check_root(name, root)  # before anything is made under the root
         super().__init__(name, root)
         self.hostname = hostname
-        self.counts = KeptCounts(self.meta)
+        self.counts = KeptCounts(self.meta, ALL_BUT_BYTES)
 
     def create_folder(self, folder_id: str) -> Path:
         data_id = subvolumes.ensure(self._path(folder_id))
