@@ -9,7 +9,7 @@ plane, next to, in the same run and on the same disk:
 Uploads land in files in the same directory and are durable (fsync) before they are
 answered, by both servers; downloads are read into /dev/null (the server is measured), then
 fetched once more into files; every copy is checked by SHA-256 afterwards. Dirty pages are
-written back (sync) before each timed run.
+written back (sync) before each run. A warm-up round of every run goes first, untimed.
 Prints MB/s for each, the data plane's ratio to the plain servers, and the high-water mark of
 the data plane's memory (VmHWM) against its size when idle.
 
@@ -122,17 +122,22 @@ def sha256_of(path: Path) -> str:
 Run = tuple[Callable[[], None], Callable[[], None]]  # (the transfer, what precedes it)
 
 
-def best_times(runs: dict[str, Run], repeat: int) -> dict[str, float]:
-    """The best wall time of each run over ``repeat`` rounds; a round does every run once,
-    so a burst of load on the machine hits all of them alike."""
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeat):
+def timed_rounds(runs: dict[str, Run], repeat: int) -> dict[str, list[float]]:
+    """The wall times of each run over a warm-up round and ``repeat`` rounds (the best of those
+    counts); a round does every run once, so a burst of load on the machine hits all of them
+    alike. The warm-up does not count: on a VM, memory the guest has not touched lately is slow
+    to touch again (the host backs it anew), and in a first round every run writes its file
+    into such memory, the later runs of the round the most (the data plane, fifth, spent 80 %
+    of its time copying into the page cache there); after it, each run reuses the pages its
+    own previous file freed."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(1 + repeat):
         for name, (action, prepare) in runs.items():
             prepare()
             started = time.perf_counter()
             action()
-            best[name] = min(best[name], time.perf_counter() - started)
-    return best
+            times[name].append(time.perf_counter() - started)
+    return times
 
 
 def curl(*args: str, output: Path | None = None) -> None:
@@ -277,7 +282,7 @@ def run_all(
         )  # fmt: skip
 
     plane_url = f"{base}/download?token={token(Operation.DOWNLOAD, folder, 'big.bin')}"
-    best = best_times(
+    times = timed_rounds(
         {
             "cp": (lambda: cp(source, copy), fresh(copy)),
             "static_down": (lambda: curl(static_url), fresh()),
@@ -288,6 +293,7 @@ def run_all(
         },
         repeat,
     )
+    best = {name: min(each[1:]) for name, each in times.items()}
     cp_s, static_down_s, put_s, sink_s = (
         best[k] for k in ("cp", "static_down", "put_up", "sink_up")
     )
@@ -319,6 +325,11 @@ def run_all(
             "idle RSS": round(idle_kib / 1024, 1),
             "high-water (VmHWM)": round(peak_kib / 1024, 1),
             "growth": round((peak_kib - idle_kib) / 1024, 1),
+        },
+        # Every round's rate, to see how noisy the machine was (the figures above: the best of
+        # the rounds after the first, the warm-up).
+        "MB/s of each round, warm-up first": {
+            name: [round(mb / seconds) for seconds in each] for name, each in times.items()
         },
     }
 

@@ -125,15 +125,23 @@ def server(
     hooks: PlaneHooks | None = None,
     metrics: Metrics | None = None,
 ) -> uvicorn.Server:
+    http: type[asyncio.Protocol] | str = "auto"
     if importlib.util.find_spec("httptools") is None:
         # uvicorn falls back to h11, a pure-Python parser: uploads then cost about twice the
         # CPU (bench/storage_throughput.py measured ~0.45 of a plain server's rate, against
         # ~0.85 with httptools).
         log.warning("storage: httptools is not installed; uploads will be slower (h11)")
+    else:
+        # Imported here: it builds on uvicorn's httptools protocol, which needs httptools.
+        from services.storage.large_reads import protocol_class
+
+        # Socket reads of a whole chunk, copied once (docs/benchmarks.md, "Issue 31").
+        http = protocol_class(settings.chunk_bytes)
     config = uvicorn.Config(
         create_app(settings, volumes, hooks, metrics),
         host=settings.host,
         port=settings.port,
+        http=http,
         lifespan="on",
         access_log=False,
         log_level="info",

@@ -76,7 +76,11 @@ class StorageSettings(BaseSettings):
     )
     volumes: dict[str, VolumeSettings] = Field(default_factory=dict)
     chunk_bytes: int = Field(
-        default=1 * MiB, ge=4096, le=64 * MiB, description="read and write unit of a stream"
+        default=1 * MiB,
+        ge=4096,
+        le=64 * MiB,
+        description="read and write unit of a stream: the most one socket read takes (into one "
+        "buffer per thread), an upload's disk write, a download's piece",
     )
     max_upload_bytes: int = Field(default=5 * 1024**4, gt=0, description="Tus-Max-Size")
     upload_ttl_s: float = Field(

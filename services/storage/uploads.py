@@ -4,8 +4,9 @@
 ``path``, or the token's path), ``HEAD .../uploads/<id>`` says how much has arrived,
 ``PATCH`` appends from that offset, ``DELETE`` abandons it. Bytes go to a part file in the
 volume's upload area (hidden from every listing and download) and are renamed into place
-when the last byte arrives. The quota is checked at creation, at the start of every PATCH
-and every ``quota_recheck_bytes`` during one. Memory per upload: one ``chunk_bytes`` buffer.
+when the last byte arrives. The quota is checked at creation (where the upload's reservation
+is filed: ``quota.reserve``), at the start of every PATCH and every ``quota_recheck_bytes``
+during one. Memory per upload: two ``chunk_bytes`` batches at most.
 """
 
 from __future__ import annotations

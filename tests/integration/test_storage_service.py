@@ -323,6 +323,8 @@ async def test_uploads_in_progress_and_just_finished_count_in_the_owners_total(
         again = await _create_upload(client, f"/folders/local/{second}", second, "b.bin", 500)
         assert again.status_code == 413, again.text
         await eventually(lambda: _bytes_are(storage, first, 600))
+        # Once that measurement is folded, the landed bytes are not counted twice.
+        await eventually(lambda: _is(_room_used(storage, first) == 600))
         assert (
             await _upload(client, f"/folders/local/{second}", second, "b.bin", 400)
         ).status_code == 204
@@ -333,6 +335,11 @@ async def test_uploads_in_progress_and_just_finished_count_in_the_owners_total(
 
 async def _is(value: bool) -> bool:
     return value
+
+
+def _room_used(storage: Storage, folder_id: str) -> int | None:
+    room = storage.service.owner_room(folder_id)
+    return None if room is None else room.used
 
 
 def _exists(volume: LocalVolume, folder_id: str) -> bool:
