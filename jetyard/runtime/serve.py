@@ -27,8 +27,10 @@ from schemas.settings import NatsSettings
 log = logging.getLogger("jetyard.serve")
 
 SHUTDOWN_GRACE_S = 15.0
-STOPPED_FOR_GOOD = 3
-"""A service's exit status when a restart could change nothing (its node was removed)."""
+STOPPED_FOR_GOOD = 78
+"""A service's exit status when a restart could change nothing (its node was removed, a volume
+it is configured with cannot be used): sysexits' ``EX_CONFIG``. Not 3: uvicorn exits 3 when
+its server cannot start (a port in use), which a restart may well change."""
 READY_FILE_ENV = "JETYARD_READY_FILE"
 
 
@@ -181,8 +183,8 @@ def serve(name: str) -> int:
     except Exception as exc:
         if not getattr(exc, "for_good", False):
             raise
-        # Nothing a restart could change (a removed node): said once, and a status that
-        # tells a supervisor not to start it again.
+        # Nothing a restart could change (a removed node, an unusable volume): said once, and a
+        # status that tells a supervisor not to start it again.
         log.error("%s stopped for good: %s", name, exc)
         return STOPPED_FOR_GOOD
     finally:

@@ -72,7 +72,7 @@ def _die_with_parent() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-FOR_GOOD = "stopped for good (its node was removed from the cluster); not restarted"
+FOR_GOOD = "stopped for good (a restart would change nothing: its log says why); not restarted"
 
 
 @dataclass
@@ -272,7 +272,8 @@ class Stack:
             if child.poll() is None or name in self.for_good:
                 continue
             if child.returncode == STOPPED_FOR_GOOD:
-                # Its node was removed from the cluster: starting it again would stop again.
+                # Its node was removed from the cluster, or its configuration cannot be used:
+                # starting it again would stop again.
                 self.for_good.add(name)
                 self.down.add(name)
                 print(with_log(f"{name} {FOR_GOOD}", self.log_of(name)), flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,15 +44,18 @@ def test_a_btrfs_volume_takes_a_root_and_nothing_else(config: dict[str, object])
         TypeAdapter(VolumeSettings).validate_python(config)
 
 
-def test_a_root_that_is_not_btrfs_is_refused_at_start_up_by_name(tmp_path: Path) -> None:
-    if _on_btrfs(tmp_path):
-        pytest.skip("the temporary directory is on btrfs here")
-    config = BtrfsVolumeSettings(backend="btrfs", root=tmp_path)
-    settings = StorageSettings(token_key=KEY, hostname="host-a", volumes={"fast": config})
-    with pytest.raises(BtrfsVolumeError, match="is not on a btrfs filesystem") as refused:
-        open_volumes(settings)
-    assert str(tmp_path) in str(refused.value) and "'fast'" in str(refused.value)
-    assert not (tmp_path / ".jetyard").exists()  # refused before anything was made
+def test_a_root_that_is_not_btrfs_is_refused_at_start_up_by_name() -> None:
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:  # tmpfs: never btrfs
+        root = Path(shm)
+        assert not _on_btrfs(root)
+        config = BtrfsVolumeSettings(backend="btrfs", root=root)
+        settings = StorageSettings(token_key=KEY, hostname="host-a", volumes={"fast": config})
+        with pytest.raises(BtrfsVolumeError, match="is not on a btrfs filesystem") as refused:
+            open_volumes(settings)
+        assert str(root) in str(refused.value) and "'fast'" in str(refused.value)
+        assert not (root / ".jetyard").exists()  # refused before anything was made
+        # A restart cannot change it: `jetyard serve` exits STOPPED_FOR_GOOD, `up` waits.
+        assert getattr(refused.value, "for_good", False) is True
 
 
 def test_a_root_that_does_not_exist_is_refused_by_name(tmp_path: Path) -> None:

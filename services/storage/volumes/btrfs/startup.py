@@ -11,7 +11,7 @@ from pathlib import Path
 
 from services.storage.volumes.btrfs import ioctls
 from services.storage.volumes.btrfs.qgroups import Qgroups
-from services.storage.volumes.btrfs.subvolumes import DIR_FLAGS, BtrfsVolumeError
+from services.storage.volumes.btrfs.subvolumes import DIR_FLAGS, BtrfsVolumeUnusable
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +21,20 @@ def check_root(name: str, root: Path) -> Qgroups:
     try:
         fd = os.open(root, DIR_FLAGS)
     except OSError as error:
-        raise BtrfsVolumeError(
+        raise BtrfsVolumeUnusable(
             f"volume {name!r}: cannot open root {str(root)!r}: {error}"
         ) from None
     try:
         qgroups = Qgroups(_fsid(name, root, fd))
         if not qgroups.directory.parent.is_dir():
-            raise BtrfsVolumeError(
+            raise BtrfsVolumeUnusable(
                 f"volume {name!r}: {qgroups.directory.parent} is missing: mount sysfs "
                 "(the service reads qgroup figures there)"
             )
         if not qgroups.enabled:
             _enable(name, root, fd)
         if qgroups.mode != "qgroup":
-            raise BtrfsVolumeError(
+            raise BtrfsVolumeUnusable(
                 f"volume {name!r}: the btrfs holding {str(root)!r} has {qgroups.mode} "
                 "quotas; the btrfs backend needs full qgroup accounting ('btrfs quota "
                 "disable', then let the service turn quotas on)"
@@ -42,7 +42,7 @@ def check_root(name: str, root: Path) -> Qgroups:
         try:
             ioctls.qgroup_relations(fd, ioctls.qgroup_id(1, 0))  # needs CAP_SYS_ADMIN too
         except PermissionError:
-            raise BtrfsVolumeError(
+            raise BtrfsVolumeUnusable(
                 f"volume {name!r}: managing btrfs qgroups at {str(root)!r} needs "
                 "CAP_SYS_ADMIN: run the storage service as root"
             ) from None
@@ -61,7 +61,7 @@ def _fsid(name: str, root: Path, fd: int) -> str:
     except OSError as error:
         if error.errno not in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
             raise
-    raise BtrfsVolumeError(
+    raise BtrfsVolumeUnusable(
         f"volume {name!r}: root {str(root)!r} is not on a btrfs filesystem; the btrfs "
         "backend needs one (or use the local backend)"
     )
@@ -72,7 +72,7 @@ def _enable(name: str, root: Path, fd: int) -> None:
     try:
         ioctls.enable_quota(fd)
     except OSError as error:
-        raise BtrfsVolumeError(
+        raise BtrfsVolumeUnusable(
             f"volume {name!r}: quotas are off on the btrfs holding {str(root)!r} and could not "
             f"be turned on ({error.strerror}): run the service as root, or run 'btrfs quota "
             f"enable {root}' once"

@@ -17,8 +17,16 @@ _DELETE_ATTEMPTS = 5  # a session making subvolumes while its folder is removed:
 
 
 class BtrfsVolumeError(RuntimeError):
-    """The volume cannot be used as configured (said at start-up), or a folder's place holds
-    something that is not a subvolume."""
+    """The volume cannot be used as configured (said at start-up: ``BtrfsVolumeUnusable``),
+    or a folder's place holds something that is not a subvolume."""
+
+
+class BtrfsVolumeUnusable(BtrfsVolumeError):
+    """Said at start-up: the root is missing, not on btrfs, or its quotas cannot be managed.
+    A restart changes nothing until the operator does: ``jetyard serve`` says it in one line
+    and exits ``STOPPED_FOR_GOOD``, and ``jetyard up`` does not start it again and again."""
+
+    for_good = True
 
 
 def is_subvolume(fd: int) -> bool:
