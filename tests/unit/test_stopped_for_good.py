@@ -4,7 +4,7 @@ start (a port taken), which a restart may well change."""
 
 from __future__ import annotations
 
-from uvicorn.main import STARTUP_FAILURE
+from uvicorn.config import STARTUP_FAILURE
 
 from jetyard.runtime.serve import STOPPED_FOR_GOOD
 
