@@ -33,6 +33,8 @@ MAX_IDS = 10_000
 """Ids kept per group; a session further back has a queue but no known position."""
 MIN_INTERVAL_S = 0.5
 RETRY_AFTER_S = 1.0
+KV_STREAM = f"KV_{QUEUES_BUCKET}"
+"""The stream that holds the bucket (nats' naming for key-value buckets)."""
 
 
 class QueueUpdate(NamedTuple):
@@ -249,23 +251,39 @@ class NatsQueueBucket:
         # watch itself fails it is opened again, and repeats the latest value of every key
         # (applying a queue twice changes nothing). A cancellation a read swallowed ends it
         # at the next entry (``events.cancelling``).
+        #
+        # "They have all come" is judged here, not by nats-py's marker: the client puts its
+        # marker first when the server has pushed every value before the watch's callback
+        # ran (the consumer then reports nothing pending and nothing handled), so a reader
+        # could be told it is ready before any value was applied (seen in CI). Ready here:
+        # once a value came with nothing left pending behind it on the server, or the value
+        # of the bucket's last sequence when the watch opened (the newest of some key, which
+        # is kept and delivered); at once if the bucket was empty.
         while not cancelling():
             try:
-                watcher = await (await self._bucket()).watchall()
+                bucket = await self._bucket()
+                newest = (await self._bus.js.stream_info(KV_STREAM)).state.last_seq
+                watcher = await bucket.watchall()
             except (KeyValueError, nats.errors.Error, OSError) as exc:
                 log.warning("cannot watch %s, retrying: %r", QUEUES_BUCKET, exc)
                 await asyncio.sleep(RETRY_AFTER_S)
                 continue
+            caught_up = newest == 0
+            if caught_up:
+                yield None
             try:
                 async for entry in watcher:
                     if cancelling():
                         return
                     if entry is None:
-                        yield None
-                    elif entry.operation in ("DEL", "PURGE"):
+                        continue  # the client's marker: see above
+                    if entry.operation in ("DEL", "PURGE"):
                         yield entry.key, None
                     else:
                         yield entry.key, entry.value
+                    if not caught_up and (entry.delta == 0 or entry.revision >= newest):
+                        caught_up = True
+                        yield None
             finally:
                 with contextlib.suppress(Exception):
                     await watcher.stop()  # type: ignore[no-untyped-call]

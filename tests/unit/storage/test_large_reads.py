@@ -150,7 +150,8 @@ async def test_a_malformed_request_is_refused_as_uvicorn_does() -> None:
     assert transport.closed
 
 
-def test_connections_of_one_thread_share_one_buffer_and_threads_do_not() -> None:
+async def test_connections_of_one_thread_share_one_buffer_and_threads_do_not() -> None:
+    # In a running loop, as the server makes connections (uvicorn's protocol asks for it).
     first, second = connect(App())[0], connect(App())[0]
     assert first.get_buffer(-1) is second.get_buffer(-1)
     assert len(memoryview(first.get_buffer(-1))) == READ
