@@ -14,7 +14,8 @@ output goes out as binary frames (a frame may end inside a UTF-8 character);
 a text frame ``{"resize": [cols, rows]}`` resizes the TTY, any other frame is typed. When the
 shell ends the WebSocket closes (1000); when the WebSocket closes the shell is sent Ctrl-C then
 Ctrl-D (the engine keeps an exec running after its client has gone), and whatever of the
-terminal still runs ``HANG_UP_GRACE_S`` later (a program that ignores both) is killed: every
+terminal still runs ``HANG_UP_GRACE_S`` later (a program that ignores both, even if the shell
+itself has ended) is killed: every
 process of the terminal carries ``JETYARD_TERMINAL=<its id>`` in its environment, and a second
 exec kills the processes that do.
 """
@@ -121,8 +122,8 @@ async def pty(websocket: WebSocket) -> None:
         if client_left:
             with contextlib.suppress(RuntimeError, OSError):
                 await stream.write_in(HANG_UP)
-    if client_left and not await _ended(shell, HANG_UP_GRACE_S):
-        await _kill_marked(container, marker)
+    if client_left:
+        await _hang_up(shell, container, marker)
     with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):  # gone already
         await websocket.close(code=1000)
 
@@ -210,8 +211,7 @@ async def _command(
         if client_left:
             _close_stdin(stream)
     if client_left:
-        if not await _ended(run, HANG_UP_GRACE_S):
-            await _kill_marked(container, marker)
+        await _hang_up(run, container, marker)
         return
     code = await _exit_code(run)
     ended = "the engine never said how the command ended"
@@ -313,6 +313,15 @@ async def _ended(shell: Exec, within_s: float) -> bool:
         await asyncio.sleep(0.1)
 
 
+async def _hang_up(run: Exec, container: DockerContainer, marker: str) -> None:
+    """After the client went: give the terminal's own process ``HANG_UP_GRACE_S`` to end,
+    then kill whatever of the terminal is left, whether that process ended or not: a shell
+    that ended on the hang-up leaves behind a program that ignores it (a ``sleep`` under
+    ``trap "" HUP``), which must not outlive the terminal."""
+    await _ended(run, HANG_UP_GRACE_S)
+    await _kill_marked(container, marker)
+
+
 async def _kill_marked(container: DockerContainer, marker: str) -> None:
     """Kill what is left of a terminal whose client has gone."""
     try:
@@ -321,7 +330,7 @@ async def _kill_marked(container: DockerContainer, marker: str) -> None:
     except aiodocker.DockerError as exc:
         log.warning("terminal: could not end what a closed terminal left: %s", exc.message)
     else:
-        log.info("terminal: killed what a closed terminal left running (%s)", marker)
+        log.info("terminal: killed whatever a closed terminal left running (%s)", marker)
 
 
 async def _resize(shell: Exec, cols: int, rows: int, *, tries: int = 1) -> None:

@@ -93,7 +93,12 @@ async def test_a_new_person_can_start_a_session_and_one_without_a_keypair_is_tol
     domain = await _domain(gw, "ml")
     email = f"bo-{new_id()[:6]}@example.org"
     await gql_ok(gw, CREATE_USER, e=email, d=domain, p=["ml"])
-    started = await _as(gw, email, SESSION, i={"image": "busybox", "command": ["true"]})
+    # A group of its own: the shared log holds other tests' nodes in "default", and one too
+    # small for this request would have it refused as never fitting.
+    group = f"onboarding-{new_id()[:6]}"
+    await gql_ok(gw, "mutation($n: String!) { createResourceGroup(name: $n) { status } }", n=group)
+    wanted = {"image": "busybox", "command": ["true"], "resourceGroup": group}
+    started = await _as(gw, email, SESSION, i=wanted)
     assert "errors" not in started, started
 
     users = await gql_ok(
@@ -101,7 +106,7 @@ async def test_a_new_person_can_start_a_session_and_one_without_a_keypair_is_tol
     )
     key = users["users"][0]["defaultAccessKey"]
     await gql_ok(gw, "mutation($k: ID!) { deactivateKeypair(accessKey: $k) { id } }", k=key)
-    refused = await _as(gw, email, SESSION, i={"image": "busybox", "command": ["true"]})
+    refused = await _as(gw, email, SESSION, i=wanted)
     (error,) = refused["errors"]
     assert error["extensions"]["code"] == "no-keypair", error
     assert "has no active keypair to own sessions" in error["message"]

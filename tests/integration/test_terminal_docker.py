@@ -92,6 +92,16 @@ async def test_what_ignores_the_hang_up_is_killed_when_the_client_goes(kernel: K
     await until("the program killed", 15, lambda: "sleep 4242" not in _processes(kernel))
 
 
+async def test_what_outlives_the_shell_is_killed_when_the_client_goes(kernel: Kernel) -> None:
+    """A background program that ignores the hang-up: the shell ends at once on Ctrl-D (its
+    prompt reads it), the program does not, and is killed all the same."""
+    url = f"{kernel.terminal_url}/kernels/{kernel.id}/pty"
+    async with connect(url, additional_headers=_token(kernel.id)) as ws:
+        await ws.send("sh -c 'trap \"\" INT HUP TERM QUIT; exec sleep 4343' &\n")
+        await until("the program started", 15, lambda: "sleep 4343" in _processes(kernel))
+    await until("the program killed", 15, lambda: "sleep 4343" not in _processes(kernel))
+
+
 def _processes(kernel: Kernel) -> str:
     ids = subprocess.run(
         ["docker", "ps", "--quiet", "--filter", f"label={LABEL_KERNEL}={kernel.id}"],
