@@ -47,10 +47,11 @@ def check_room(
     now: float,
     *,
     upload_id: str | None = None,
-) -> None:
+) -> int | None:
     """Refuse an upload of ``length`` bytes (``upload_id``, once created: its own reservation
-    is not counted twice) that the folder's quota or the owner's total cannot hold."""
-    check_folder_quota(volume, folder_id, length, now, upload_id=upload_id)
+    is not counted twice) that the folder's quota or the owner's total cannot hold; the
+    folder's quota as read."""
+    quota = check_folder_quota(volume, folder_id, length, now, upload_id=upload_id)
     if room is not None:
         others = held_by(volumes, room.folders, now, besides=upload_id).of_usage
         if room.used + others + length > room.limit:
@@ -60,14 +61,16 @@ def check_room(
                 f"the owner's storage policy allows {room.limit} bytes across their folders: "
                 f"{room.used} are used{_reserved(others)} and this upload needs {length} more",
             )
+    return quota
 
 
 def check_folder_quota(
     volume: Volume, folder_id: str, length: int, now: float, *, upload_id: str | None = None
-) -> None:
+) -> int | None:
+    """The folder's quota (None: none), once it is known to hold ``length`` more."""
     quota = volume.quota(folder_id)
     if quota is None:
-        return
+        return None
     area = UploadArea(volume.upload_area(folder_id))
     mine = length
     others = 0
@@ -86,6 +89,7 @@ def check_folder_quota(
             f"the folder's quota is {quota} bytes: {used} are used{_reserved(others)} and "
             f"this upload needs {mine} more{records}",
         )
+    return quota
 
 
 def recheck(volume: Volume, folder_id: str, state: UploadState) -> None:

@@ -1,6 +1,7 @@
 """The bytes of an upload: a PATCH body appended to the part file in ``chunk_bytes``
 batches (two at most per upload, whatever its size), the quota checked at the start and
-every ``quota_recheck_bytes``, and the finished part renamed into place."""
+every ``quota_recheck_bytes`` (unless the filesystem enforces it), and the finished part
+renamed into place."""
 
 from __future__ import annotations
 
@@ -64,14 +65,16 @@ async def append_body(
         if declared is not None and offset + declared > state.length:
             raise StorageError("too_long", 413, "the body runs past Upload-Length")
         room = plane.hooks.owner_room(grant.folder_id)
-        await to_thread.run_sync(
+        quota = await to_thread.run_sync(
             partial(
                 check_room, plane.volumes, grant.volume, grant.folder_id, state.length, room,
                 plane.now(), upload_id=state.id,
             )
         )  # fmt: skip
-        quota = await to_thread.run_sync(grant.volume.quota, grant.folder_id)
-        await _receive(body, writer, state, grant, quota, settings.quota_recheck_bytes)
+        # Where the filesystem enforces the quota, it refuses the write that would pass it
+        # (EDQUOT, answered 413): no need to read usage again during the body.
+        rechecked = quota is not None and Capability.QUOTA not in grant.volume.capabilities
+        await _receive(body, writer, state, grant, rechecked, settings.quota_recheck_bytes)
         touched = state.model_copy(update={"expires": plane.now() + settings.upload_ttl_s})
         await to_thread.run_sync(area.save, touched)
         if writer.position == state.length:
@@ -88,7 +91,7 @@ async def _receive(
     writer: _PartWriter,
     state: UploadState,
     grant: Grant,
-    quota: int | None,
+    rechecked: bool,
     recheck_bytes: int,
 ) -> None:
     since_check = 0
@@ -98,7 +101,7 @@ async def _receive(
                 raise StorageError("too_long", 413, "the body runs past Upload-Length")
             await writer.add(chunk)
             since_check += len(chunk)
-            if quota is not None and since_check >= recheck_bytes:
+            if rechecked and since_check >= recheck_bytes:
                 since_check = 0
                 await to_thread.run_sync(recheck, grant.volume, grant.folder_id, state)
     except ClientDisconnect:
