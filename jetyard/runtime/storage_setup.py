@@ -29,6 +29,7 @@ from services.storage.settings import (
     SharedVolumeSettings,
     VolumeSettings,
 )
+from services.storage.volumes.shared import mount_for
 
 DEFAULT_STORAGE_PORT = 6021
 VOLUME = "local"
@@ -79,7 +80,7 @@ class StorageSetup:
         paths: dict[str, str] = {}
         for name, config in self.volumes.items():
             if isinstance(config, SharedVolumeSettings):
-                mount = config.mounts.get(host, config.mounts.get("*"))
+                mount = mount_for(config.mounts, host)
                 if mount is not None:
                     paths[name] = str(mount)
             else:
