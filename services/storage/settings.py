@@ -18,12 +18,33 @@ import socket
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.ids import check_token
 
 MiB = 1024 * 1024
+
+
+def _volume_path(path: Path) -> Path:
+    """A volume's place must be absolute (a relative one would depend on the directory the
+    service happens to start in; an empty one is ``.``) and hold no NUL."""
+    if not path.is_absolute():
+        raise ValueError(f"{str(path)!r} is not an absolute path")
+    if "\x00" in str(path):
+        raise ValueError("a path cannot hold a NUL character")
+    return path
+
+
+VolumePath = Annotated[Path, AfterValidator(_volume_path)]
 
 
 class LocalVolumeSettings(BaseModel):
@@ -32,7 +53,7 @@ class LocalVolumeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Literal["local"]
-    root: Path
+    root: VolumePath
 
 
 class SharedVolumeSettings(BaseModel):
@@ -42,7 +63,7 @@ class SharedVolumeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Literal["shared"]
-    mounts: dict[str, Path] = Field(min_length=1)
+    mounts: dict[str, VolumePath] = Field(min_length=1)
 
 
 class BtrfsVolumeSettings(BaseModel):
@@ -52,7 +73,7 @@ class BtrfsVolumeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Literal["btrfs"]
-    root: Path
+    root: VolumePath
 
 
 VolumeSettings = Annotated[

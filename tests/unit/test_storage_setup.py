@@ -69,6 +69,9 @@ def test_operator_volumes_are_served_beside_local_and_the_agent_finds_them(
         ('{"fast": {"backend": "zfs", "root": "/x"}}', "fast: Input tag 'zfs'"),
         ('{"fast": {"backend": "btrfs"}}', "fast.btrfs.root: Field required"),
         ('{"a b": {"backend": "local", "root": "/x"}}', "is not a valid id"),
+        ('{"f": {"backend": "local", "root": "/x\\u0000y"}}', "cannot hold a NUL character"),
+        ('{"f": {"backend": "btrfs", "root": ""}}', "f.btrfs.root: Value error, '.' is not an"),
+        ('{"f": {"backend": "shared", "mounts": {"*": "rel"}}}', "'rel' is not an absolute"),
     ],
 )
 def test_a_volume_setting_that_cannot_be_used_is_refused_with_what_is_wrong(
