@@ -34,7 +34,7 @@ def consumer_config(durable: str) -> api.ConsumerConfig:
         filter_subject=SUBJECT,
         ack_policy=api.AckPolicy.EXPLICIT,
         deliver_policy=api.DeliverPolicy.ALL,
-        max_deliver=retry.max_deliver,
+        max_deliver=-1,
         backoff=list(retry.backoff),
     )
 

@@ -89,6 +89,9 @@ class Dispatcher:
         parked)."""
         parsed: list[tuple[Msg, Command]] = []
         for msg in run:
+            if self.parking.is_exhausted(msg):
+                await self._park_exhausted(msg)
+                continue
             try:
                 parsed.append((msg, parse_command(msg.subject, msg.data)))
             except (UnknownCommandError, ValidationError) as exc:
@@ -187,6 +190,17 @@ class Dispatcher:
             await work
         except Exception as exc:
             await self._failed(msg, exc)
+
+    async def _park_exhausted(self, msg: Msg) -> None:
+        try:
+            await self.parking.exhausted(msg)
+        except Exception as exc:
+            if is_unavailable(exc):
+                self._held.append(msg)
+                return
+            # Unacked: delivered again after the ack wait, and parked then.
+            log.exception("%s: could not park %s after its last delivery", self.durable,
+                          msg.subject)  # fmt: skip
 
     async def _failed(self, msg: Msg, exc: Exception) -> None:
         if is_unavailable(exc):

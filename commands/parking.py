@@ -1,14 +1,16 @@
 """Poison commands: a command that keeps failing is tried again with back-off, then parked on
 ``parked.<command id>`` (``JY_PARKED``) with the reason, and its sender gets a ``parked``
-outcome. Also reads the consumer's max-deliveries advisory
-(``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.JY_COMMANDS.<durable>``) for commands whose
-runner died or hung on their last delivery, and deletes those from ``JY_COMMANDS`` once parked.
+outcome. The runner counts deliveries itself (its consumer's ``max_deliver`` is unlimited):
+a command delivered once more than ``Retry.max_deliver`` had every earlier delivery end without
+an answer (its runner died or hung), and is parked before any handler sees it again. The
+server's own limit would instead end such a command with an advisory that only a runner
+listening at that instant hears: with every replica down, the command would stay in the work
+queue, never delivered again and never answered.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,13 +19,12 @@ from typing import Protocol
 
 import nats.errors
 from nats.aio.msg import Msg
-from nats.js.errors import APIError, NotFoundError
 
 from commands.bus import CommandBus
 from commands.messages import COMMAND_NAME_HEADER, command_id_of
 from commands.outcome import Code, Outcome
 from events.bus import Bus
-from schemas.subjects import COMMANDS_STREAM, PARKED_STREAM, parked_subject
+from schemas.subjects import PARKED_STREAM, parked_subject
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +32,19 @@ PARK_REASON_HEADER = "Jy-Park-Reason"
 PARK_ERROR_HEADER = "Jy-Park-Error"
 PARK_DELIVERIES_HEADER = "Jy-Deliveries"
 PARK_SUBJECT_HEADER = "Jy-Command-Subject"
-MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """How often a failing command is tried, and how long to wait between tries."""
+    """How often a failing command is tried, and how long to wait between tries (the server
+    redelivers an unanswered one after the delay for its delivery count, the last repeated)."""
 
     max_deliver: int = 5
     backoff: tuple[float, ...] = (5.0, 15.0, 30.0, 60.0)
 
     def __post_init__(self) -> None:
-        if not self.backoff or self.max_deliver <= len(self.backoff):
-            # The server's own rule; said here with the fix instead of as a 10116 at start.
-            raise ValueError("give at least one backoff delay and max_deliver > len(backoff)")
+        if not self.backoff or self.max_deliver < 1 or min(self.backoff) <= 0:
+            raise ValueError("give at least one backoff delay above 0 and max_deliver >= 1")
 
     def delay(self, deliveries: int) -> float:
         return self.backoff[min(deliveries, len(self.backoff)) - 1]
@@ -65,9 +65,6 @@ class Parking:
     """Stores an outcome (at most once per command)."""
     now: Callable[[], datetime]
 
-    def advisory_subject(self) -> str:
-        return f"{MAX_DELIVERIES_ADVISORY}.{COMMANDS_STREAM}.{self.durable}"
-
     async def failed(self, msg: Msg, exc: Exception) -> None:
         """A try failed: redeliver it later, or park it after its last delivery."""
         deliveries = msg.metadata.num_delivered
@@ -82,8 +79,8 @@ class Parking:
             error = type(exc).__name__
             await self.park(msg.subject, msg.data, msg.headers, deliveries, error, reason)
         except Exception:
-            # Unacked at its last delivery: the server's max-deliveries advisory brings it back
-            # to on_exhausted (here or in a replica), which parks it then.
+            # Unacked: the server delivers it again after the ack wait, past the last
+            # delivery, and whichever runner gets it parks it then (``exhausted``).
             log.exception("%s: could not park after %d deliveries", msg.subject, deliveries)
             return
         await msg.term()
@@ -113,22 +110,14 @@ class Parking:
         message = f"the command failed {deliveries} times and was parked: {reason}"
         await self.answer(Outcome.rejected(command_id, Code.PARKED, message, self.now()))
 
-    async def on_exhausted(self, advisory: Msg) -> None:
-        """A command used its last delivery without an answer (its runner died or hung)."""
-        try:
-            body = json.loads(advisory.data)
-            seq, deliveries = int(body["stream_seq"]), int(body["deliveries"])
-            try:
-                stored = await self.bus.js.get_msg(COMMANDS_STREAM, seq)
-            except NotFoundError:
-                return  # acked after all, or a replica already dealt with it
-            data, headers = stored.data or b"", stored.headers
-            if await CommandBus(self.bus).outcome(command_id_of(data, headers)) is None:
-                reason = f"no answer after {deliveries} deliveries (the runner died or hung)"
-                subject = stored.subject or ""
-                await self.park(subject, data, headers, deliveries, "NoAnswer", reason)
-            # A work queue keeps an exhausted message forever; it is parked now, so drop it.
-            with contextlib.suppress(NotFoundError, APIError):
-                await self.bus.js.delete_msg(COMMANDS_STREAM, seq)
-        except Exception:
-            log.exception("%s: could not park an exhausted command: %r", self.durable, advisory)
+    def is_exhausted(self, msg: Msg) -> bool:
+        return msg.metadata.num_delivered > self.retry.max_deliver
+
+    async def exhausted(self, msg: Msg) -> None:
+        """A delivery past the last: none of the earlier ones was answered (their runner died
+        or hung), so the command is parked, unless an outcome was stored after all."""
+        deliveries = msg.metadata.num_delivered - 1
+        if await CommandBus(self.bus).outcome(command_id_of(msg.data, msg.headers)) is None:
+            reason = f"no answer after {deliveries} deliveries (the runner died or hung)"
+            await self.park(msg.subject, msg.data, msg.headers, deliveries, "NoAnswer", reason)
+        await msg.term()

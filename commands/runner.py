@@ -107,13 +107,11 @@ class CommandRunner:
             **self._filter(),
             ack_policy=api.AckPolicy.EXPLICIT,
             deliver_policy=api.DeliverPolicy.ALL,
-            max_deliver=self.retry.max_deliver,
+            max_deliver=-1,  # counted by the runner (commands.parking): nothing is left stranded
             backoff=list(self.retry.backoff),
         )
         await self.bus.js.add_consumer(COMMANDS_STREAM, config)
         try:
-            advisory = self._parking.advisory_subject()
-            self._subs.append(await self.bus.nc.subscribe(advisory, cb=self._parking.on_exhausted))
             psub = await self.bus.js.pull_subscribe_bind(self.durable, stream=COMMANDS_STREAM)
             self._subs.append(psub)
         except BaseException:

@@ -323,7 +323,8 @@ async def test_wait_outcome_returns_an_outcome_stored_before_it_started(bus: Bus
 async def test_command_whose_runners_die_on_every_delivery_is_parked(
     bus: Bus, nats_settings: NatsSettings, start_runner: StartRunner
 ) -> None:
-    """No answer on the last delivery: the max-deliveries advisory brings it to a live runner."""
+    """No answer on any delivery, and no runner alive when the last one's ack wait ends: the
+    next runner to start gets it once more and parks it, before a handler sees it again."""
     retry, commands, cmd = Retry(max_deliver=2, backoff=(0.2,)), CommandBus(bus), create_cmd()
     entered, never = asyncio.Event(), asyncio.Event()
 
@@ -341,6 +342,7 @@ async def test_command_whose_runners_die_on_every_delivery_is_parked(
             await asyncio.wait_for(entered.wait(), 5)
             entered.clear()
             await connection.close()  # the replica dies holding the command
+        await asyncio.sleep(3 * retry.backoff[-1])  # every runner down past the last ack wait
         await start_runner({CreateSession: hang}, retry=retry)
         outcome = await commands.wait_outcome(cmd.command_id, 5)
     finally:
@@ -430,7 +432,7 @@ async def test_a_start_that_fails_after_its_consumer_leaves_no_subscription(
         before, tasks = subscriptions(connection), running_tasks()
         with pytest.raises(nats.errors.ConnectionReconnectingError):
             await runner.start()
-        assert subscriptions(connection) == before  # the advisory one was taken back
+        assert subscriptions(connection) == before
         assert await tasks_left(tasks) == []
     finally:
         with contextlib.suppress(NotFoundError):
