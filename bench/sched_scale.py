@@ -40,6 +40,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from nats.js import api
+
 from bench.foundation import awaited_store, group_commit
 from bench.sched_agents import IMAGE
 from bench.sched_cluster import (
@@ -62,6 +64,14 @@ from schemas.ids import session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
 from schemas.session import KernelSpec, SessionSpec
 from schemas.settings import NatsSettings
+from schemas.subjects import (
+    ACCESS_STREAM,
+    COMMANDS_STREAM,
+    EVENT_NAME_HEADER,
+    EVENTS_STREAM,
+    OUTCOMES_STREAM,
+    OUTPUT_STREAM,
+)
 
 
 async def send_all(bus: Bus, args: argparse.Namespace, watch: Watch) -> float:
@@ -224,6 +234,8 @@ async def _measure(
     )
     for name, count in (await _traffic(server, bus)).items():
         results[f"{name} per session sent"] = (count - traffic[name]) / args.sessions
+    for name, count in sorted((await _event_names(bus, traffic["events stored"])).items()):
+        results[f"events per session sent: {name}"] = count / args.sessions
     sizes = watch.gpu
     demand = sum(sizes.values())
     capacity = args.agents * args.gpus * 100
@@ -257,11 +269,42 @@ async def _traffic(server: NatsServer, bus: Bus) -> dict[str, int]:
     """The server's message counters and the events stored so far."""
     assert server.monitor_url is not None
     varz = await asyncio.to_thread(_read_json, f"{server.monitor_url}/varz")
-    return {
+    counts = {
         "server messages in": int(varz["in_msgs"]),
         "server messages out": int(varz["out_msgs"]),
         "events stored": await EventStore(bus).stream_last_seq(),
     }
+    # Where they go: what each process sends and receives, what each stream stores.
+    connz = await asyncio.to_thread(_read_json, f"{server.monitor_url}/connz?limit=4096")
+    for conn in connz.get("connections", []):
+        name = str(conn.get("name") or "unnamed")
+        for way in ("in", "out"):
+            key = f"messages {way}: {name}"
+            counts[key] = counts.get(key, 0) + int(conn[f"{way}_msgs"])
+    for stream in (COMMANDS_STREAM, OUTCOMES_STREAM, ACCESS_STREAM, OUTPUT_STREAM):
+        with contextlib.suppress(Exception):
+            counts[f"stored in {stream}"] = (await bus.js.stream_info(stream)).state.last_seq
+    return counts
+
+
+async def _event_names(bus: Bus, after_seq: int) -> Counter[str]:
+    """How many of each event were stored after ``after_seq`` (read from the headers only)."""
+    names: Counter[str] = Counter()
+    last = await EventStore(bus).stream_last_seq()
+    config = api.ConsumerConfig(
+        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after_seq + 1,
+        ack_policy=api.AckPolicy.NONE, headers_only=True, inactive_threshold=30.0,
+    )  # fmt: skip
+    if last <= after_seq:
+        return names
+    sub = await bus.js.pull_subscribe("ev.>", stream=EVENTS_STREAM, config=config)
+    seen = after_seq
+    while seen < last:
+        for msg in await sub.fetch(1000, timeout=5):
+            names[(msg.headers or {}).get(EVENT_NAME_HEADER, "?")] += 1
+            seen = msg.metadata.sequence.stream
+    await sub.unsubscribe()
+    return names
 
 
 def _read_json(url: str) -> dict[str, Any]:

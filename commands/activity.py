@@ -7,27 +7,15 @@ continues its aggregate from its last event alone and never reads its history.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic import BaseModel
 
 from commands.aggregate import Aggregate
-from events.domain.activity import SessionActivityReported
+from events.domain.activity import ActivityReport, SessionActivityReported
 from events.snapshots import Snapshot
-from schemas.activity import ActivitySource
 from schemas.subjects import AggregateType
-
-
-@dataclass(frozen=True, slots=True)
-class Noted:
-    """Activity a reporter saw: the last time ``source`` showed the session (kernel) in use."""
-
-    session_id: str
-    kernel_id: str | None
-    source: ActivitySource
-    at: datetime
-    utilization_pct: float | None = None
 
 
 class Activity(Aggregate):
@@ -37,12 +25,14 @@ class Activity(Aggregate):
         pass  # nothing: see the module's docstring
 
     @classmethod
-    def reported(cls, reporter_id: str, noted: Noted, now: datetime) -> Activity:
-        """A reporter's first report, which opens its aggregate."""
-        return cls._create(cls.Opened, id=reporter_id, timestamp=now, **asdict(noted))
+    def reported(
+        cls, reporter_id: str, reports: Sequence[ActivityReport], now: datetime
+    ) -> Activity:
+        """A reporter's first reports, which open its aggregate."""
+        return cls._create(cls.Opened, id=reporter_id, timestamp=now, reports=tuple(reports))
 
-    def report(self, noted: Noted, now: datetime) -> bool:
-        return self._trigger(self.Reported, now, **asdict(noted))
+    def report(self, reports: Sequence[ActivityReport], now: datetime) -> bool:
+        return self._trigger(self.Reported, now, reports=tuple(reports))
 
     @classmethod
     def at_version(cls, reporter_id: str, version: int, at: datetime) -> Activity:
@@ -66,9 +56,11 @@ class Activity(Aggregate):
         pass
 
 
-def record(activity: Activity | None, reporter_id: str, noted: Noted, now: datetime) -> Activity:
-    """Add one report to the reporter's aggregate, opening it if it has none yet."""
+def record(
+    activity: Activity | None, reporter_id: str, reports: Sequence[ActivityReport], now: datetime
+) -> Activity:
+    """Add one event of reports to the reporter's aggregate, opening it if it has none yet."""
     if activity is None:
-        return Activity.reported(reporter_id, noted, now)
-    activity.report(noted, now)
+        return Activity.reported(reporter_id, reports, now)
+    activity.report(reports, now)
     return activity

@@ -1,7 +1,8 @@
 """A reporter's side of idle timeouts: activity is noted as it happens (a dict set, no I/O) and
-written as ``SessionActivityReported`` on the reporter's own ``ev.activity.<reporter id>`` when
-flushed (the reporter's loop flushes every interval): at most one report per session, kernel and
-source per flush, and nothing when nothing was noted. The node agent notes output, the app
+written on the reporter's own ``ev.activity.<reporter id>`` when flushed (the reporter's loop
+flushes every interval): at most one report per session, kernel and source per flush, all of a
+flush's reports in one ``SessionActivityReported`` (several past ``REPORTS_PER_EVENT``), and
+nothing when nothing was noted. The node agent notes output, the app
 proxy app and terminal traffic.
 
 Reads the last event of ``ev.activity.<reporter id>`` (once, before the first write) and
@@ -15,9 +16,10 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from commands.activity import Activity, Noted, record
+from commands.activity import Activity, record
 from commands.unit_of_work import Changes, UnitOfWork
 from events.cancelling import cancelling
+from events.domain.activity import REPORTS_PER_EVENT, ActivityReport
 from events.envelope import Cause, StoredEvent
 from events.fold import FoldedState
 from events.writes import AggregateRef, Store
@@ -28,8 +30,8 @@ from schemas.subjects import AggregateType
 
 log = logging.getLogger(__name__)
 
-PER_WRITE = 500
-"""Reports per write: one aggregate's events go in one atomic batch (at most 1,000)."""
+PER_WRITE = 10 * REPORTS_PER_EVENT
+"""Reports per write: one aggregate's events go in one atomic batch (at most 1,000 events)."""
 ATTEMPTS = 3
 Key = tuple[str, str | None, ActivitySource]
 
@@ -56,6 +58,14 @@ class ReporterLog(FoldedState):
 
 def _always(session_id: str, kernel_id: str | None) -> bool:
     return True
+
+
+def _report(key: Key, at: float, peak: float | None) -> ActivityReport:
+    session_id, kernel_id, source = key
+    when = datetime.fromtimestamp(at, UTC)
+    return ActivityReport(
+        session_id=session_id, kernel_id=kernel_id, source=source, at=when, utilization_pct=peak
+    )
 
 
 class ActivityReports:
@@ -99,10 +109,7 @@ class ActivityReports:
         noted, self._noted = self._noted, {}
         peaks, self._peaks = self._peaks, {}
         reports = [
-            Noted(session, kernel, source, datetime.fromtimestamp(at, UTC), peaks.get(key))
-            for key, at in noted.items()
-            for session, kernel, source in (key,)
-            if alive(session, kernel)
+            _report(key, at, peaks.get(key)) for key, at in noted.items() if alive(key[0], key[1])
         ]
         written = 0
         try:
@@ -137,7 +144,7 @@ class ActivityReports:
                     raise asyncio.CancelledError from exc
                 log.warning("%s: activity not reported yet: %r", self.ref, exc)
 
-    async def _write(self, reports: Sequence[Noted], now: datetime) -> None:
+    async def _write(self, reports: Sequence[ActivityReport], now: datetime) -> None:
         if not self._loaded:
             await self._load()
         state = self._log
@@ -151,8 +158,9 @@ class ActivityReports:
                 return  # stored by an attempt whose answer was lost
             known = state.activity
             activity = changes.track(known) if known is not None else None
-            for noted in reports:
-                activity = record(activity, self.ref.id, noted, now)
+            for first in range(0, len(reports), REPORTS_PER_EVENT):
+                chunk = reports[first : first + REPORTS_PER_EVENT]
+                activity = record(activity, self.ref.id, chunk, now)
             assert activity is not None
             if known is None:
                 changes.add(activity)

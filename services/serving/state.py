@@ -80,13 +80,14 @@ class ServingState(FoldedState):
                         self.addresses[ports.session_id] = port.address
                         self.wake()
         elif kind is AggregateType.ACTIVITY and envelope.name == "SessionActivityReported":
-            report = CATALOGUE.decode(envelope)
-            assert isinstance(report, SessionActivityReported)
-            if report.session_id in self.sessions and report.utilization_pct is not None:
-                kept = self.utilisation.setdefault(report.session_id, deque())
-                kept.append((report.at, report.source, report.utilization_pct))
-                while kept and (report.at - kept[0][0]).total_seconds() > UTILISATION_KEPT_S:
-                    kept.popleft()
+            reported = CATALOGUE.decode(envelope)
+            assert isinstance(reported, SessionActivityReported)
+            for report in reported.reports:
+                if report.session_id in self.sessions and report.utilization_pct is not None:
+                    kept = self.utilisation.setdefault(report.session_id, deque())
+                    kept.append((report.at, report.source, report.utilization_pct))
+                    while kept and (report.at - kept[0][0]).total_seconds() > UTILISATION_KEPT_S:
+                        kept.popleft()
 
     def _session(self, event: StoredEvent) -> None:
         envelope = event.envelope

@@ -15,7 +15,7 @@ from commands.repository import load
 from commands.session.aggregate import Session
 from events.bus import Bus
 from events.catalogue import CATALOGUE
-from events.domain.activity import SessionActivityReported
+from events.domain.activity import ActivityReport, SessionActivityReported
 from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.activity import ActivitySource
@@ -58,10 +58,11 @@ async def reasons(store: EventStore, session_id: str) -> list[tuple[SessionStatu
     return [(h.status, h.reason) for h in (await session(store, session_id)).history]
 
 
-async def activity(store: EventStore, reporter_id: str) -> list[SessionActivityReported]:
+async def activity(store: EventStore, reporter_id: str) -> list[ActivityReport]:
+    """Every report the reporter wrote, in order."""
     history = await store.read(AggregateRef(AggregateType.ACTIVITY, reporter_id))
     found = [CATALOGUE.decode(e.envelope) for e in history.events]
-    return [e for e in found if isinstance(e, SessionActivityReported)]
+    return [r for e in found if isinstance(e, SessionActivityReported) for r in e.reports]
 
 
 @contextlib.asynccontextmanager

@@ -12,22 +12,26 @@ import pytest
 from commands.activity_reports import ActivityReports
 from commands.unit_of_work import TooManyConflictsError
 from events.catalogue import CATALOGUE
-from events.domain.activity import SessionActivityReported
+from events.domain.activity import REPORTS_PER_EVENT, ActivityReport, SessionActivityReported
+from events.envelope import Envelope
 from events.memory import InMemoryStore
 from schemas.activity import ActivitySource
-from schemas.principal import Actor
+from schemas.ids import new_id
+from schemas.principal import SYSTEM_TENANT, Actor
+from schemas.subjects import AggregateType
 from tests.unit.scenario import T0
 
 OUTPUT, APP = ActivitySource.OUTPUT, ActivitySource.APP
 ACTOR = Actor.service("agent")
 
 
-def reports(store: InMemoryStore) -> list[tuple[int, SessionActivityReported]]:
+def reports(store: InMemoryStore) -> list[tuple[int, ActivityReport]]:
+    """Every report written, with the version of the event that carried it."""
     found = []
     for stored in store.events():
         event = CATALOGUE.decode(stored.envelope)
         assert isinstance(event, SessionActivityReported)
-        found.append((stored.envelope.aggregate_version, event))
+        found += [(stored.envelope.aggregate_version, report) for report in event.reports]
     return found
 
 
@@ -59,8 +63,44 @@ async def test_notes_in_one_interval_are_one_report_per_session_kernel_and_sourc
         ("s-1", None, APP): T0 + timedelta(seconds=3),
         ("s-2", "k-2", OUTPUT): T0 + timedelta(seconds=4),
     }
-    assert store.commits == 1
+    assert store.commits == 1 and len(store.events()) == 1  # one event carries the flush
     assert await reporter.flush(T0 + timedelta(seconds=120)) == 0  # nothing new: nothing
+
+
+async def test_a_large_flush_is_several_events_in_one_write() -> None:
+    store = InMemoryStore()
+    reporter = ActivityReports(store, "proxy-1", ACTOR)
+    for n in range(REPORTS_PER_EVENT * 2 + 1):
+        reporter.note(f"s-{n}", None, APP, seconds(1))
+
+    assert await reporter.flush(T0) == REPORTS_PER_EVENT * 2 + 1
+    assert store.commits == 1
+    assert [len(CATALOGUE.decode(e.envelope).reports) for e in store.events()] == [  # type: ignore[attr-defined]
+        REPORTS_PER_EVENT,
+        REPORTS_PER_EVENT,
+        1,
+    ]
+    assert {r.session_id for _, r in reports(store)} == {
+        f"s-{n}" for n in range(REPORTS_PER_EVENT * 2 + 1)
+    }
+
+
+def test_a_v1_event_of_one_report_reads_as_a_list_of_one() -> None:
+    at = T0 + timedelta(seconds=5)
+    v1 = {"session_id": "s-1", "kernel_id": "k-1", "source": "cpu", "at": at.isoformat(),
+          "utilization_pct": 42.0}  # fmt: skip
+    stored = Envelope(
+        event_id=new_id(), name="SessionActivityReported", schema_version=1,
+        aggregate_type=AggregateType.ACTIVITY, aggregate_id="node-1", aggregate_version=1,
+        occurred_at=at, causation_id="c", correlation_id="c", actor=ACTOR, tenant=SYSTEM_TENANT,
+        payload=v1,
+    )  # fmt: skip
+    event = CATALOGUE.decode(stored)
+    assert isinstance(event, SessionActivityReported)
+    assert event.reports == (
+        ActivityReport(session_id="s-1", kernel_id="k-1", source=ActivitySource.CPU, at=at,
+                       utilization_pct=42.0),
+    )  # fmt: skip
 
 
 async def test_sessions_no_longer_running_are_not_reported() -> None:
@@ -84,7 +124,7 @@ async def test_a_restarted_reporter_continues_its_aggregate_from_the_last_event(
     again.note("s-1", "k-1", OUTPUT, seconds(70))
     await again.flush(T0 + timedelta(seconds=120))
 
-    assert [version for version, _ in reports(store)] == [1, 2, 3]
+    assert [version for version, _ in reports(store)] == [1, 1, 2]
 
 
 async def test_a_write_whose_answer_was_lost_is_not_written_twice() -> None:
@@ -114,9 +154,15 @@ async def test_what_a_failed_write_held_is_written_by_the_next_flush() -> None:
 
 
 def test_reports_are_timezone_aware() -> None:
-    report = SessionActivityReported(
-        session_id="s-1", source=OUTPUT, at=datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    report = ActivityReport(session_id="s-1", source=OUTPUT, at=datetime(2026, 1, 1, tzinfo=UTC))
     assert report.kernel_id is None
     with pytest.raises(ValueError, match="timezone"):
-        SessionActivityReported(session_id="s-1", source=OUTPUT, at=datetime(2026, 1, 1))
+        ActivityReport(session_id="s-1", source=OUTPUT, at=datetime(2026, 1, 1))
+
+
+def test_an_event_carries_at_least_one_report_and_at_most_its_bound() -> None:
+    report = ActivityReport(session_id="s-1", source=OUTPUT, at=T0)
+    with pytest.raises(ValueError, match="at least 1"):
+        SessionActivityReported(reports=())
+    with pytest.raises(ValueError, match=f"at most {REPORTS_PER_EVENT}"):
+        SessionActivityReported(reports=(report,) * (REPORTS_PER_EVENT + 1))

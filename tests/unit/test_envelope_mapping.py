@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from eventsourcing.domain import OriginatorVersionError
 
-from commands.activity import Activity, Noted, record
+from commands.activity import Activity, record
 from commands.agent import Agent
 from commands.aggregate import Aggregate
 from commands.correction import Correction
@@ -31,6 +31,7 @@ from commands.tenancy import (
     User,
 )
 from events.catalogue import CATALOGUE, UnknownEventError
+from events.domain.activity import ActivityReport
 from events.envelope import Envelope, StoredEvent
 from events.snapshots import Snapshot
 from events.writes import AggregateRef, History
@@ -85,8 +86,10 @@ def an_agent() -> Agent:
 
 
 def an_activity() -> Activity:
-    activity = record(None, "a-1", Noted("s-1", KID, ActivitySource.OUTPUT, at(0)), at(0))
-    record(activity, "a-1", Noted("s-1", None, ActivitySource.TERMINAL, at(1)), at(1))
+    first = ActivityReport(session_id="s-1", kernel_id=KID, source=ActivitySource.OUTPUT, at=at(0))
+    later = ActivityReport(session_id="s-1", source=ActivitySource.TERMINAL, at=at(1))
+    activity = record(None, "a-1", [first], at(0))
+    record(activity, "a-1", [later, first], at(1))
     return activity
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from events.catalogue import Event
-from events.domain.activity import SessionActivityReported
+from events.domain.activity import ActivityReport, SessionActivityReported
 from events.domain.agent import KernelServicePortsReported
 from events.domain.serving import EndpointCreated, ReplicaRequested
 from events.domain.session import SessionFailed, SessionRequested, SessionStarted
@@ -75,8 +75,11 @@ def test_the_fold_follows_replicas_sessions_addresses_and_use() -> None:
     log.add("node-1", KernelServicePortsReported(kernel_id="k1", session_id="s1",
                                                  ports=(port,)), at(4))  # fmt: skip
     assert state.addresses == {"s1": "10.0.0.5:8000"}
-    used = SessionActivityReported(session_id="s1", kernel_id="k1", source=ActivitySource.CPU,
-                                   at=at(5), utilization_pct=75.0)  # fmt: skip
+    cpu = ActivityReport(session_id="s1", kernel_id="k1", source=ActivitySource.CPU, at=at(5),
+                         utilization_pct=75.0)  # fmt: skip
+    other = ActivityReport(session_id="s9", kernel_id="k9", source=ActivitySource.CPU, at=at(5),
+                           utilization_pct=10.0)  # fmt: skip
+    used = SessionActivityReported(reports=(other, cpu))
     log.add("activity-node-1", used, at(5))
     assert list(state.utilisation["s1"]) == [(at(5), ActivitySource.CPU, 75.0)]
 

@@ -70,8 +70,9 @@ def written(store: InMemoryStore) -> dict[tuple[str, ActivitySource], float | No
     for stored in store.events():
         event = CATALOGUE.decode(stored.envelope)
         assert isinstance(event, SessionActivityReported)
-        assert event.kernel_id is not None
-        found[(event.kernel_id, event.source)] = event.utilization_pct
+        for report in event.reports:
+            assert report.kernel_id is not None
+            found[(report.kernel_id, report.source)] = report.utilization_pct
     return found
 
 
