@@ -76,11 +76,13 @@ class PlanActions:
 
     async def act(self, todo: Plan) -> None:
         facts: list[Fact] = [f for f in await _each(self.start, todo.start) if f is not None]
+        fresh = len(facts)
         facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
-        for started in facts:
+        for number, started in enumerate(facts):
             if isinstance(started, Started):
                 kernel, session = started.kernel_id, started.session_id
-                self._output.follow(Container(kernel, session, started.container_id, "running"))
+                running = Container(kernel, session, started.container_id, "running")
+                self._output.follow(running, fresh=number < fresh)
         await _each(self.stop, todo.stop)
         # Its last lines reach JY_OUTPUT before its exit is reported: a reader that sees the
         # session end has seen all of its output.

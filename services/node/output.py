@@ -75,12 +75,16 @@ class OutputPublisher:
         self._positions = positions
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
-    def follow(self, container: Container) -> None:
-        """Follow a running container's output, unless that is being done already."""
+    def follow(self, container: Container, *, fresh: bool = False) -> None:
+        """Follow a running container's output, unless that is being done already. ``fresh``:
+        this agent has just started it, so nothing of its output should be published yet and
+        the first publish, which expects the subject to be empty, says so without a read
+        first (if something was published after all, that publish is refused and the follower
+        reads where the output ends, as on any resume)."""
         task = self._tasks.get(container.kernel_id)
         if (task is None or task.done()) and container.session_id:
             self._tasks[container.kernel_id] = asyncio.create_task(
-                self._run(container), name=f"output-{container.kernel_id}"
+                self._run(container, fresh), name=f"output-{container.kernel_id}"
             )
 
     async def finish(self, container: Container) -> None:
@@ -106,12 +110,13 @@ class OutputPublisher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run(self, container: Container) -> None:
+    async def _run(self, container: Container, fresh: bool = False) -> None:
         subject = output_subject(container.session_id, container.kernel_id)
         while not cancelling():
             try:
-                at = await published(self._bus, subject)
                 kept = self._positions.read(container.kernel_id) if self._positions else None
+                at = START if fresh and kept is None else await published(self._bus, subject)
+                fresh = False
                 if kept is not None and at.seq == 0 and kept.line > at.line:
                     log.info("output of kernel %s: the stream has dropped it; going on from "
                              "line %d", container.kernel_id, kept.line)  # fmt: skip
