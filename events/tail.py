@@ -33,6 +33,14 @@ from schemas.subjects import EVENT_NAME_HEADER, EVENTS_STREAM, events_of
 log = logging.getLogger(__name__)
 
 PULL_PREFIX = "$JS.API.CONSUMER.MSG.NEXT"
+LONG_POLL_S = 30.0
+"""How long a pull request stays open at least, whatever one fetch waits: what it delivers
+after a fetch gave up waiting lands in the inbox for the next one. (A request per fetch timeout
+made a thousand idle agents, polling every 5 s, send 200 requests a second and get as many
+timeout statuses back.) A request survives a reconnect to a server that kept its consumer (the
+reply subject's interest comes back); a server that stops ends it with a status. Should one
+still be dropped unheard, the first read after a reconnect asks again rather than wait out the
+long poll (the client's reconnect count tells)."""
 PULL_MARGIN_S = 0.05
 """How much later than the server this reader counts a pull request as expired: the server's
 "request timeout" status ends a request (and a new one is sent after it, so that status is
@@ -72,6 +80,8 @@ class Tail:
         """Messages the pull request in flight may still deliver (0: none in flight)."""
         self._owed_until = 0.0
         """When (monotonic) this reader counts the request in flight as expired."""
+        self._asked_at_reconnects = 0
+        """The connection's reconnect count when the request in flight was sent."""
 
     async def _open(self) -> Subscription:
         config = api.ConsumerConfig(
@@ -109,12 +119,13 @@ class Tail:
         await self.close()
 
     async def _ask(self, sub: Subscription, timeout: float) -> None:
-        """A pull request for the next batch, long-polling up to ``timeout``, unless one is in
-        flight: what it delivers lands in the inbox whenever it comes, in order."""
-        now = time.monotonic()
-        if self._owed > 0 and now < self._owed_until:
+        """A pull request for the next batch, long-polling ``LONG_POLL_S`` (or ``timeout`` if
+        longer), unless one is in flight: what it delivers lands in the inbox whenever it comes,
+        in order."""
+        now, reconnects = time.monotonic(), self._bus.nc.stats["reconnects"]
+        if self._owed > 0 and now < self._owed_until and reconnects == self._asked_at_reconnects:
             return
-        expires = max(timeout, 2 * PULL_MARGIN_S)
+        expires = max(timeout, LONG_POLL_S)
         request = {"batch": self._batch, "expires": int(expires * 1e9)}
         await self._bus.nc.publish(
             f"{PULL_PREFIX}.{self._stream}.{self._consumer}",
@@ -122,6 +133,7 @@ class Tail:
             reply=sub.subject,
         )
         self._owed, self._owed_until = self._batch, now + expires + PULL_MARGIN_S
+        self._asked_at_reconnects = reconnects
 
     def _drain(self) -> tuple[list[Msg], str]:
         """The messages in the inbox, and what ended the consumer if something did."""

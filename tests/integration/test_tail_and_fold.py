@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
+from pathlib import Path
 from typing import cast
 
-from events.bus import Bus, connect
+from nats.aio.msg import Msg
+
+from events.bus import Bus, connect, ensure_streams
 from events.envelope import StoredEvent
 from events.fold import Fold, FoldedState
 from events.follower import Follower
 from events.store import EventStore
-from events.tail import Tail
+from events.tail import LONG_POLL_S, PULL_PREFIX, Tail
 from events.writes import AggregateRef, Write
+from jetyard.runtime.natsserver import NatsServer, free_port
 from schemas.settings import NatsSettings
 from schemas.subjects import EVENTS_STREAM, AggregateType
 from tests.integration.leftovers import consumer_names, running_tasks, tasks_left
+from tests.integration.node_support import eventually
 from tests.support import envelope, ref
 
 
@@ -214,3 +220,71 @@ async def test_a_follower_stops_even_when_a_read_swallows_its_cancellation(bus: 
     stopping = asyncio.create_task(follower.stop())
     await asyncio.wait({stopping}, timeout=5)
     assert stopping.done()
+
+
+async def test_an_idle_tail_keeps_one_pull_request_open_across_short_reads(bus: Bus) -> None:
+    """A tail read often with short timeouts (an agent's 5 s) asks the server once per long
+    poll, not once per read: a thousand idle agents used to send 200 requests a second."""
+    store = EventStore(bus)
+    aggregate = ref(AggregateType.AGENT)
+    first = await store.append(Write.create(aggregate, envelope(aggregate, 1)))
+    tail = Tail(bus, from_seq=first.seqs[0], subjects=[aggregate.subject])
+    assert [e.seq for e in await tail.fetch(timeout=0.1)] == list(first.seqs)
+    requests: list[bytes] = []
+
+    async def note(msg: Msg) -> None:
+        requests.append(msg.data)
+
+    sub = await bus.nc.subscribe(f"{PULL_PREFIX}.{EVENTS_STREAM}.{tail._consumer}", cb=note)
+    try:
+        for _ in range(8):
+            assert await tail.fetch(timeout=0.1) == []
+        await bus.nc.flush()
+        assert len(requests) <= 1
+        assert all(json.loads(r)["expires"] >= LONG_POLL_S * 1e9 for r in requests)
+        # What is stored later comes through the request already open, at once.
+        later = await store.append(Write(aggregate, first.seqs[-1], (envelope(aggregate, 2),)))
+        began = time.monotonic()
+        assert [e.seq for e in await tail.fetch(timeout=5.0)] == list(later.seqs)
+        assert time.monotonic() - began < 2.0
+        assert len(requests) <= 1
+    finally:
+        await sub.unsubscribe()
+        await tail.close()
+
+
+async def test_a_tail_reads_on_at_once_after_a_server_restart(tmp_path: Path) -> None:
+    """The server's restart ends the long poll in flight (and the consumer with it): what is
+    stored after the reconnect reaches the tail at once, not when the lost request would have
+    expired."""
+    server = NatsServer(data_dir=tmp_path / "nats", port=free_port()).start()
+    bus = None
+    try:
+        settings = NatsSettings(url=server.url, request_timeout_s=10.0)
+        bus = await connect(settings, name="tail-reconnect")
+        await ensure_streams(bus)
+        store = EventStore(bus)
+        aggregate = ref(AggregateType.AGENT)
+        first = await store.append(Write.create(aggregate, envelope(aggregate, 1)))
+        tail = Tail(bus, from_seq=first.seqs[-1] + 1, subjects=[aggregate.subject])
+        assert await tail.fetch(timeout=0.2) == []  # a long poll is open now
+
+        server.stop()
+        server.start()
+
+        async def reconnected() -> bool:
+            return bool(bus and bus.nc.is_connected and bus.nc.stats["reconnects"])
+
+        await eventually(reconnected, what="the reconnect")
+        later = await store.append(Write(aggregate, first.seqs[-1], (envelope(aggregate, 2),)))
+        got: list[int] = []
+        began = time.monotonic()
+        while not got and time.monotonic() - began < LONG_POLL_S / 3:
+            got = [e.seq for e in await tail.fetch(timeout=1.0)]
+        assert got == list(later.seqs)
+        assert time.monotonic() - began < 5.0
+        await tail.close()
+    finally:
+        if bus is not None:
+            await bus.close()
+        server.stop()
