@@ -15,7 +15,8 @@ from schemas.subjects import AggregateType
 ACTIVITY = AggregateType.ACTIVITY
 
 REPORTS_PER_EVENT = 400
-"""Reports one event carries at most (~70 KB of JSON, well under an event's 256 KiB)."""
+"""Reports a reporter puts in one event at most (~70 KB of JSON, well under an event's
+256 KiB). Not a rule for readers: an event's size is bounded by the store."""
 
 
 class ActivityReport(BaseModel):
@@ -47,7 +48,7 @@ class SessionActivityReported(Event):
     v1 carried one report (its fields at the top level): a node running 300 kernels wrote 300
     events a minute; v2 writes one."""
 
-    reports: tuple[ActivityReport, ...] = Field(min_length=1, max_length=REPORTS_PER_EVENT)
+    reports: tuple[ActivityReport, ...] = Field(min_length=1)
 
 
 @upcaster("SessionActivityReported", from_version=1)
