@@ -29,13 +29,19 @@ async def lines_of(bus: Bus, subject: str) -> list[tuple[int, str]]:
     return found
 
 
-async def test_a_fresh_follower_meets_earlier_output_and_numbers_on(bus: Bus) -> None:
+async def started() -> tuple[SimulatedBackend, Container]:
+    """A simulated machine with one kernel running (its start banner printed)."""
     backend = SimulatedBackend(f"node-{new_id()[:8]}", [IMAGE])
     session_id, kernel_id = new_id(), new_id()
     spec = KernelSpec(kernel_id=kernel_id, session_id=session_id, image=IMAGE, command=None)
-    container = Container(kernel_id, session_id, await backend.start(spec), "running")
-    subject = output_subject(session_id, kernel_id)
+    return backend, Container(kernel_id, session_id, await backend.start(spec), "running")
 
+
+async def test_a_fresh_follower_meets_earlier_output_and_numbers_on(bus: Bus) -> None:
+    backend, container = await started()
+    subject = output_subject(container.session_id, container.kernel_id)
+
+    kernel_id = container.kernel_id
     earlier = OutputPublisher(bus, backend)
     earlier.follow(container)
     backend.say(kernel_id, "one")
@@ -61,11 +67,8 @@ async def test_a_fresh_follower_meets_earlier_output_and_numbers_on(bus: Bus) ->
 
 
 async def test_a_fresh_follower_publishes_without_reading_first(bus: Bus) -> None:
-    backend = SimulatedBackend(f"node-{new_id()[:8]}", [IMAGE])
-    session_id, kernel_id = new_id(), new_id()
-    spec = KernelSpec(kernel_id=kernel_id, session_id=session_id, image=IMAGE, command=None)
-    container = Container(kernel_id, session_id, await backend.start(spec), "running")
-    subject = output_subject(session_id, kernel_id)
+    backend, container = await started()
+    subject = output_subject(container.session_id, container.kernel_id)
     reads: list[str] = []
 
     async def note(msg: Msg) -> None:
