@@ -2,8 +2,8 @@
 written on the reporter's own ``ev.activity.<reporter id>`` when flushed (the reporter's loop
 flushes every interval): at most one report per session, kernel and source per flush, all of a
 flush's reports in one ``SessionActivityReported`` (several past ``REPORTS_PER_EVENT``), and
-nothing when nothing was noted. The node agent notes output, the app
-proxy app and terminal traffic.
+nothing when nothing was noted. The node agent notes output, the app proxy app and terminal
+traffic.
 
 Reads the last event of ``ev.activity.<reporter id>`` (once, before the first write) and
 writes that subject, guarded like every write (``commands.unit_of_work``).
@@ -30,8 +30,9 @@ from schemas.subjects import AggregateType
 
 log = logging.getLogger(__name__)
 
-PER_WRITE = 10 * REPORTS_PER_EVENT
-"""Reports per write: one aggregate's events go in one atomic batch (at most 1,000 events)."""
+PER_WRITE = 2 * REPORTS_PER_EVENT
+"""Reports per write (one atomic batch of two events at most, ~140 KB): a larger flush is
+several writes."""
 ATTEMPTS = 3
 Key = tuple[str, str | None, ActivitySource]
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
+from commands.activity_reports import PER_WRITE, ActivityReports
 from commands.repository import load
 from commands.session.aggregate import Session
 from events.bus import Bus
 from events.catalogue import CATALOGUE
-from events.domain.activity import ActivityReport, SessionActivityReported
+from events.domain.activity import REPORTS_PER_EVENT, ActivityReport, SessionActivityReported
 from events.store import EventStore
 from events.writes import AggregateRef
 from schemas.activity import ActivitySource
 from schemas.ids import new_id, node_id_for_host
+from schemas.principal import Actor
 from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus, SessionType
 from schemas.subjects import AggregateType
@@ -219,3 +222,21 @@ async def test_a_session_that_prints_but_uses_no_cpu_ends_and_a_busy_one_is_spar
         used = [e for e in await activity(store, machine.node_id) if e.session_id == busy]
         cpu = [e.utilization_pct for e in used if e.source is ActivitySource.CPU]
         assert any(pct is not None and pct > 90 for pct in cpu), cpu  # 100%, once it ran
+
+
+async def test_a_large_flush_is_stored_whole_on_the_real_server(bus: Bus) -> None:
+    """More reports than two events hold (a busy app proxy's flush): every report is stored,
+    in events of at most ``REPORTS_PER_EVENT``, over atomic writes the server accepts."""
+    store, reporter_id = EventStore(bus), f"proxy-{new_id()[:8]}"
+    reporter = ActivityReports(store, reporter_id, Actor.service("appproxy"))
+    count = PER_WRITE + REPORTS_PER_EVENT + 1
+    now = datetime.now(UTC)
+    for n in range(count):
+        reporter.note(f"{new_id()}-{n}", None, ActivitySource.APP, now.timestamp())
+
+    assert await reporter.flush(now) == count
+    history = await store.read(AggregateRef(AggregateType.ACTIVITY, reporter_id))
+    events = [CATALOGUE.decode(e.envelope) for e in history.events]
+    sizes = [len(e.reports) for e in events if isinstance(e, SessionActivityReported)]
+    assert sizes == [REPORTS_PER_EVENT, REPORTS_PER_EVENT, REPORTS_PER_EVENT, 1]
+    assert len(await activity(store, reporter_id)) == count

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from commands.activity_reports import ActivityReports
+from commands.activity_reports import PER_WRITE, ActivityReports
 from commands.unit_of_work import TooManyConflictsError
 from events.catalogue import CATALOGUE
 from events.domain.activity import REPORTS_PER_EVENT, ActivityReport, SessionActivityReported
@@ -67,22 +67,22 @@ async def test_notes_in_one_interval_are_one_report_per_session_kernel_and_sourc
     assert await reporter.flush(T0 + timedelta(seconds=120)) == 0  # nothing new: nothing
 
 
-async def test_a_large_flush_is_several_events_in_one_write() -> None:
+async def test_a_large_flush_is_several_events_and_writes() -> None:
     store = InMemoryStore()
     reporter = ActivityReports(store, "proxy-1", ACTOR)
-    for n in range(REPORTS_PER_EVENT * 2 + 1):
+    count = PER_WRITE + REPORTS_PER_EVENT + 1
+    for n in range(count):
         reporter.note(f"s-{n}", None, APP, seconds(1))
 
-    assert await reporter.flush(T0) == REPORTS_PER_EVENT * 2 + 1
-    assert store.commits == 1
-    assert [len(CATALOGUE.decode(e.envelope).reports) for e in store.events()] == [  # type: ignore[attr-defined]
-        REPORTS_PER_EVENT,
-        REPORTS_PER_EVENT,
-        1,
-    ]
-    assert {r.session_id for _, r in reports(store)} == {
-        f"s-{n}" for n in range(REPORTS_PER_EVENT * 2 + 1)
-    }
+    assert await reporter.flush(T0) == count
+    assert store.commits == 2  # PER_WRITE reports each at most
+    sizes = []
+    for stored in store.events():
+        event = CATALOGUE.decode(stored.envelope)
+        assert isinstance(event, SessionActivityReported)
+        sizes.append(len(event.reports))
+    assert sizes == [REPORTS_PER_EVENT, REPORTS_PER_EVENT, REPORTS_PER_EVENT, 1]
+    assert {r.session_id for _, r in reports(store)} == {f"s-{n}" for n in range(count)}
 
 
 def test_a_v1_event_of_one_report_reads_as_a_list_of_one() -> None:
