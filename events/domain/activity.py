@@ -43,7 +43,7 @@ class SessionActivityReported(Event):
     and source per interval, and only when there was something to report (an idle cluster
     writes none); none about a session the reporter knows has ended, and a reader ignores one
     about a session that is not running (a report races the session's end). A flush of more
-    than ``REPORTS_PER_EVENT`` reports writes several events in one atomic write.
+    than ``REPORTS_PER_EVENT`` reports writes several (two per atomic write).
 
     v1 carried one report (its fields at the top level): a node running 300 kernels wrote 300
     events a minute; v2 writes one."""
