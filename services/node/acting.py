@@ -76,13 +76,13 @@ class PlanActions:
 
     async def act(self, todo: Plan) -> None:
         facts: list[Fact] = [f for f in await _each(self.start, todo.start) if f is not None]
-        fresh = len(facts)
-        facts += [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
-        for number, started in enumerate(facts):
+        for started in facts:  # just started here: nothing of their output is published yet
             if isinstance(started, Started):
-                kernel, session = started.kernel_id, started.session_id
-                running = Container(kernel, session, started.container_id, "running")
-                self._output.follow(running, fresh=number < fresh)
+                self._output.follow(_running(started), fresh=True)
+        attached = [Started(c.kernel_id, c.session_id, c.container_id) for c in todo.attach]
+        for started in attached:
+            self._output.follow(_running(started))
+        facts += attached
         await _each(self.stop, todo.stop)
         # Its last lines reach JY_OUTPUT before its exit is reported: a reader that sees the
         # session end has seen all of its output.
@@ -164,6 +164,10 @@ class PlanActions:
 
     async def stop_all(self, containers: Sequence[Container]) -> None:
         await _each(self.stop, containers)
+
+
+def _running(started: Started) -> Container:
+    return Container(started.kernel_id, started.session_id, started.container_id, "running")
 
 
 async def _each(fn: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
