@@ -207,13 +207,13 @@ def check_text(
     return value
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def control_character(value: str) -> str | None:
     """The first control character in ``value`` as U+XXXX, or None (tabs and newlines count)."""
-    for char in value:
-        code = ord(char)
-        if code < 0x20 or 0x7F <= code < 0xA0 or code in (0x2028, 0x2029):
-            return f"U+{code:04X}"
-    return None
+    found = _CONTROL.search(value)
+    return None if found is None else f"U+{ord(found.group()):04X}"
 
 
 def _shown(text: str) -> str:

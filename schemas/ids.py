@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from typing import Annotated
@@ -33,9 +34,19 @@ Token = Annotated[str, AfterValidator(check_token)]
 """A string that may be used as one subject token (ids, command ids)."""
 
 
+_NAMESPACE_BYTES = JETYARD_NAMESPACE.bytes
+
+
 def derived_id(kind: str, *parts: str) -> str:
-    """A stable uuid5 text id for ``kind`` from ``parts`` (e.g. a session from its command id)."""
-    return str(uuid.uuid5(JETYARD_NAMESPACE, "/".join((kind, *parts))))
+    """A stable uuid5 text id for ``kind`` from ``parts`` (e.g. a session from its command id):
+    ``str(uuid.uuid5(JETYARD_NAMESPACE, "kind/part/..."))``, computed without the ``UUID``
+    objects (a decision pass derives several ids per session)."""
+    name = "/".join((kind, *parts)).encode()
+    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def session_id_for(command_id: str) -> str:

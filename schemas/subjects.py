@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from schemas.ids import check_token
+from schemas.ids import TOKEN_PATTERN, check_token
 
 EVENTS_STREAM = "JY_EVENTS"
 COMMANDS_STREAM = "JY_COMMANDS"
@@ -84,8 +84,12 @@ class AggregateType(StrEnum):
 
 def event_subject(aggregate_type: AggregateType | str, aggregate_id: str) -> str:
     """``ev.<aggregate>.<id>``: one subject per aggregate, never one per event type."""
-    kind = AggregateType(aggregate_type)
-    return f"{EVENTS_PREFIX}.{kind.value}.{check_token(aggregate_id, f'{kind.value} id')}"
+    kind = aggregate_type
+    if type(kind) is not AggregateType:  # calling the enum on a member costs as much
+        kind = AggregateType(kind)
+    if TOKEN_PATTERN.match(aggregate_id) is None:
+        check_token(aggregate_id, f"{kind.value} id")  # raises, saying what is wrong
+    return f"{EVENTS_PREFIX}.{kind.value}.{aggregate_id}"
 
 
 def events_of(aggregate_type: AggregateType | str | None = None) -> str:

@@ -50,7 +50,8 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
         if replaced is not None:  # never decided (allocations are a set), but never drift
             node_devices.add(node._devices_held, replaced.devices, sign=-1)
             node._count(replaced.slots, -1)
-        node.allocations[self.kernel_id] = Allocation(
+        # From the event's validated fields: not validated again (every ledger fold does this).
+        node.allocations[self.kernel_id] = Allocation.model_construct(
             session_id=self.session_id,
             slots=self.slots,
             image=self.image,

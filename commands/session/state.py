@@ -128,4 +128,5 @@ class SessionState:
 
     def _enter(self, status: SessionStatus, reason: str, at: datetime) -> None:
         self.status = status
-        self.history.append(StatusChange(status=status, reason=reason, at=at))
+        # Built from an event's validated fields: not validated again (once per event folded).
+        self.history.append(StatusChange.model_construct(status=status, reason=reason, at=at))

@@ -188,6 +188,8 @@ class LatencyObserved:
         self._store = store
         self._state = state
         self._latency = latency
+        self._by_group: dict[str, Histogram] = {}
+        """Each group's child of ``latency`` (``labels`` looks it up under a lock each time)."""
 
     async def append(self, write: Write) -> Committed:
         return await self.commit([write])
@@ -207,7 +209,10 @@ class LatencyObserved:
         since = pending_since(tracked.session.history)
         if since is not None:
             group = tracked.session.spec.resource_group
-            self._latency.labels(group).observe(max(0.0, (placed_at - since).total_seconds()))
+            child = self._by_group.get(group)
+            if child is None:
+                child = self._by_group[group] = self._latency.labels(group)
+            child.observe(max(0.0, (placed_at - since).total_seconds()))
 
     async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History:
         return await self._store.read(aggregate, after_seq=after_seq)
