@@ -118,7 +118,12 @@ class Changes:
         """Like ``unit``, for decisions that must be stored together although each aggregate
         has its own cause (sessions admitted in a pass and the one reservation per scope that
         names them all)."""
-        collected = [(a.ref, a.collect(cause)) for cause, a in parts]
+        return self.joint_collected([(a.ref, a.collect(cause)) for cause, a in parts])
+
+    def joint_collected(self, collected: list[tuple[AggregateRef, list[Envelope]]]) -> int:
+        """Like ``joint``, for events a decision collected itself, part by part (each with its
+        own cause), that must still be stored together; an aggregate may appear more than once
+        (its events stay in the order given)."""
         size = sum(len(envelopes) for _, envelopes in collected)
         if size == 0:
             return 0

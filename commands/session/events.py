@@ -55,6 +55,8 @@ class PendingReasonChanged(SessionPendingReasonChanged, Aggregate.Event):
 class Scheduled(SessionScheduled, Aggregate.Event):
     def apply(self, session: SessionState) -> None:
         session.placements = dict(self.placements)
+        # Admitted and placed by one pass: its placement is its admission (no SessionAdmitted).
+        session.admitted = True
         session._enter(S.SCHEDULED, self.reason, self.timestamp)
 
 

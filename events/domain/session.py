@@ -37,7 +37,9 @@ class SessionRequested(Event):
 @event("SessionAdmitted", SESSION)
 class SessionAdmitted(Event):
     """Still PENDING, now with its slots reserved on every scope it belongs to (written with
-    the ``QuotaReserved`` events): the scheduler may place it."""
+    the ``QuotaReserved`` events): the scheduler may place it. Only for a session a pass
+    admits and does not place: one admitted and placed at once is admitted by its
+    ``SessionScheduled``."""
 
     reason: str = "admitted"
 
@@ -56,7 +58,8 @@ class SessionPendingReasonChanged(Event):
 @event("SessionScheduled", SESSION)
 class SessionScheduled(Event):
     """Placed: every kernel has a node (kernel id -> node id). The node ledgers hold the
-    matching allocations, written in the same decision pass."""
+    matching allocations, written in the same decision pass. A session not admitted yet is
+    admitted by it: its reservations (``QuotaReserved``) are stored in the same batch."""
 
     placements: dict[str, str]
     reason: str

@@ -153,6 +153,7 @@ def apply(
             # In kernel order, each node once: what a user reads as "where it runs".
             nodes = [placements[k] for k in row.kernel_ids if k in placements]
             changes["node_ids"] = tuple(dict.fromkeys(nodes))
+            changes["admitted"] = True  # admitted by its placement when one pass did both
         case SessionPulling(reason=reason):
             status = SessionStatus.PULLING
         case SessionPreparing(reason=reason):

@@ -24,7 +24,7 @@ from datetime import datetime
 from commands.unit_of_work import UnitOfWork
 from events.writes import Store
 from services.scheduler.state import SchedulerState, Work
-from services.scheduler.steps.admit import admit_sessions
+from services.scheduler.steps.admit import admit_sessions, write_admissions
 from services.scheduler.steps.common import still_pending
 from services.scheduler.steps.lifecycle import (
     apply_fact,
@@ -129,11 +129,13 @@ def decide(
     held = hold_back(state, space, now)
     admitted = admit_sessions(state, space, now, may_admit, held)
     for group in dict.fromkeys([*state.waiting, *admitted]):
+        fresh = admitted.pop(group, [])
         if not may_place(group):
+            write_admissions(state, space, fresh, now)  # another replica places this group
             continue
-        queue = [*state.waiting.get(group, {}), *admitted.get(group, [])]
+        queue = [*state.waiting.get(group, {}), *fresh]
         # A session this pass ended (deactivated keypair, doomed) or held back is not placed.
         queue = [sid for sid in queue if sid not in held and still_pending(space, sid)]
-        left = place_group(state, group, queue, space, now) if queue else []
+        left = place_group(state, group, queue, space, now, set(fresh)) if queue else []
         preempt_for(state, group, left, space, now)
         state.queues[group] = left

@@ -301,7 +301,8 @@ def assert_replay_within_limits(
 ) -> None:
     """Recompute every scope's reservations event by event: none ever exceeds its limits
     (``limits``: quota id -> slot limits and max sessions), no session is reserved twice on a
-    scope, and every admitted session is reserved on its four scopes."""
+    scope, and every admitted session (or placed: admitted by its placement) is reserved on its
+    four scopes."""
     reserved: dict[str, dict[str, ResourceSlots]] = {}
     admitted: set[str] = set()
     reservations: dict[str, int] = {}
@@ -321,7 +322,8 @@ def assert_replay_within_limits(
         elif event.name == "QuotaReleased":
             for session_id in payload["sessions"]:
                 reserved.get(scope, {}).pop(session_id, None)
-        elif event.name == "SessionAdmitted":
+        elif event.name in ("SessionAdmitted", "SessionScheduled"):
+            # Admitted and placed by one pass: its SessionScheduled admits it.
             admitted.add(event.envelope.aggregate_id)
     assert admitted, "nothing was admitted"
     assert all(reservations.get(sid) == 4 for sid in admitted), reservations

@@ -166,3 +166,34 @@ def test_a_session_the_same_pass_placed_was_in_its_queue() -> None:
         log.add("n1", allocated, at=T0 + at(100))  # it holds nothing yet at t=100
         report = waits(log, "h2", 0.92, 0.92, user).report()
         assert [v.rule for v in report.violations] == rules, user
+
+
+@pytest.mark.parametrize(("early", "ok"), [(0.95, True), (0.90, False)])
+def test_a_session_admitted_and_placed_by_one_pass_waited_in_that_pass_only(
+    early: float, ok: bool
+) -> None:
+    # The light user's session is admitted and placed by the pass at t=100 (its
+    # SessionScheduled admits it; no SessionAdmitted): its owner was in that pass's queue, so
+    # the heavy user shares the project with it (user 0.84, as worked out above) ...
+    log = Log().add("fs", ResourceGroupCreated(scheduling=FAIR))
+    log.add("n1", NodeRegistered(hostname="n1", resource_group="fs", capacity=FOUR_GPUS))
+    request(log, "h1", HEAVY, 0)
+    log.add("h1", SessionScheduled(placements={"h1-k0": "n1"}, reason="placed"), at=T0 + at(40))
+    log.add("n1", ResourcesAllocated(kernel_id="h1-k0", session_id="h1", slots=GPU), at=T0 + at(40))
+    request(log, "h2", HEAVY, 10)
+    spec = SessionSpec(image="img", kernels=(KernelSpec(resources=GPU),), resource_group="fs")
+    asked = SessionRequested(spec=spec, kernel_ids=("l1-k0",), owner=LIGHT)
+    log.add("l1", asked, at=T0 + at(10))
+    # ... but not in an earlier pass's, while it waited for admission: at t=70 the heavy
+    # user had the project to itself (U_norm 1 - 2^(-1/2) over 4 GPUs = 0.0732: 0.95);
+    # sharing it with the light user (0.90) is what that pass could not have seen.
+    standing = FairShareStanding(domain=0.95, project=0.95, user=early)
+    event = SessionPendingReasonChanged(reason="no node has 1 free GPU", fair_share=standing)
+    log.add("h2", event, at=T0 + at(70))
+    log.add("l1", SessionScheduled(placements={"l1-k0": "n1"}, reason="placed"), at=T0 + at(100))
+    log.add(
+        "n1", ResourcesAllocated(kernel_id="l1-k0", session_id="l1", slots=GPU), at=T0 + at(100)
+    )
+    report = waits(log, "h2", 0.92, 0.92, 0.84).report()
+    assert [v.rule for v in report.violations] == ([] if ok else ["fair-share"])
+    assert (report.fair_shares, report.fair_shares_unchecked) == (2 if ok else 1, 0)

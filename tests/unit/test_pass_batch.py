@@ -77,7 +77,7 @@ async def test_a_dependency_that_failed_cancels_the_waiting_session() -> None:
 
 async def test_a_dependency_that_succeeded_lets_the_waiting_session_run() -> None:
     world = World()
-    await world.tenancy()
+    owner = await world.tenancy()
     await world.register("gpu-1")
     first = await world.create(slots(gpu=1), type=BATCH)
     second = await world.create(slots(gpu=1), type=BATCH, depends_on=(first,))
@@ -89,8 +89,11 @@ async def test_a_dependency_that_succeeded_lets_the_waiting_session_run() -> Non
 
     await world.decide()
 
-    assert [sid for sid, _ in world.stored(SessionAdmitted, after=mark)] == [second]
+    # Held back until now, then admitted and placed by one pass (its placement admits it).
+    assert world.stored(SessionAdmitted, after=mark) == []
     assert [sid for sid, _ in world.stored(SessionScheduled, after=mark)] == [second]
+    keypair = quota_id_for(ScopeKind.KEYPAIR, owner.access_key)
+    assert second in world.state.quotas[keypair].reserved
 
 
 async def test_a_start_time_holds_a_session_back_until_it_comes() -> None:

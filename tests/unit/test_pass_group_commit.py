@@ -5,7 +5,7 @@ allocations), and no batch is larger than the store takes."""
 from __future__ import annotations
 
 from commands.tenancy import Domain, Keypair, Project, ResourceGroup, ResourcePolicy, User
-from events.domain.session import SessionScheduled
+from events.domain.session import SessionAdmitted, SessionScheduled
 from events.envelope import Envelope
 from events.writes import MAX_BATCH_MESSAGES, Write
 from schemas.ids import new_id
@@ -28,9 +28,10 @@ def envelopes(commit: list[Write]) -> list[Envelope]:
     return [e for write in commit for e in write.events]
 
 
-def whole(commit: list[Write]) -> bool:
+def whole(commit: list[Write], fresh: set[str]) -> bool:
     """Every admission in the commit has its four reservations, every placement its
-    allocations."""
+    allocations. A session of ``fresh`` (not admitted before the pass) placed by the commit
+    is admitted by its ``SessionScheduled``: its reservations are in the commit too."""
     events = envelopes(commit)
     reserved: dict[str, int] = {}
     allocated = {e.payload["kernel_id"] for e in events if e.name == "ResourcesAllocated"}
@@ -39,6 +40,9 @@ def whole(commit: list[Write]) -> bool:
             for session_id in e.payload["sessions"]:
                 reserved[session_id] = reserved.get(session_id, 0) + 1
     admitted = [e.aggregate_id for e in events if e.name == "SessionAdmitted"]
+    admitted += [
+        e.aggregate_id for e in events if e.name == "SessionScheduled" and e.aggregate_id in fresh
+    ]
     scheduled = [e.payload["placements"] for e in events if e.name == "SessionScheduled"]
     return all(reserved.get(s) == 4 for s in admitted) and all(
         set(placements) <= allocated for placements in scheduled
@@ -56,7 +60,8 @@ async def test_a_large_pass_is_stored_in_batches_of_whole_decisions() -> None:
 
     assert len(watched.handed) > 2
     assert written == sum(len(envelopes(commit)) for commit in watched.handed)
-    assert all(whole(commit) for commit in watched.handed)
+    assert all(whole(commit, set(created)) for commit in watched.handed)
+    assert not world.stored(SessionAdmitted)  # each admitted by its placement
     assert sorted(sid for sid, _ in world.stored(SessionScheduled)) == sorted(created)
 
 

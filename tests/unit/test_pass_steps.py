@@ -22,6 +22,7 @@ from events.domain.session import (
 from schemas.devices import DeviceShare
 from schemas.session import SessionStatus
 from schemas.tenancy import KeypairPolicyLimits, SessionOwner, quota_id_for
+from services.scheduler.passes import run_pass
 from services.scheduler.steps.place import offer_of
 from tests.unit.pass_support import Watched, World, slots
 
@@ -77,11 +78,15 @@ async def test_a_created_session_is_admitted_and_scheduled_in_one_pass() -> None
     node_id = await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
     await world.decide()
     session_id = await world.create(slots(cpu=2, mem=4, gpu=1))
-    mark = world.last_seq()
+    mark, commits = world.last_seq(), world.store.commits
 
     await world.decide()
 
-    assert [sid for sid, _ in world.stored(SessionAdmitted, after=mark)] == [session_id]
+    # Admitted and placed by one pass: its SessionScheduled, stored in one atomic write with
+    # its reservations, admits it (no SessionAdmitted).
+    assert world.stored(SessionAdmitted, after=mark) == []
+    assert world.store.commits == commits + 1
+    assert world.state.sessions[session_id].session.admitted
     reserved = dict(world.stored(QuotaReserved, after=mark))
     assert set(reserved) == scopes_of(owner)
     assert all(e.sessions == {session_id: slots(cpu=2, mem=4, gpu=1)} for e in reserved.values())
@@ -115,6 +120,50 @@ async def test_a_session_that_does_not_fit_waits_with_a_reason() -> None:
     assert world.state.queues["default"] == [second]
 
 
+async def test_a_pass_writes_its_placements_before_what_it_leaves_waiting() -> None:
+    # A replay takes a pass's queue from the log's order: the session admitted and placed at
+    # once (no SessionAdmitted) must be seen before the pass's pending reasons.
+    world = World()
+    owner = await world.tenancy()
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    await world.decide()
+    first = await world.create(slots(gpu=1))
+    second = await world.create(slots(gpu=1))
+    mark = world.last_seq()
+
+    await world.decide()
+
+    names = [(e.envelope.name, e.envelope.aggregate_id) for e in world.store.events(after_seq=mark)]
+    waiting = names.index(("SessionPendingReasonChanged", second))
+    assert names.index(("SessionScheduled", first)) < waiting
+    assert names.index(("SessionAdmitted", second)) < waiting
+    assert ("SessionAdmitted", first) not in names
+    reserved = world.stored(QuotaReserved, after=mark)
+    assert {sid for _, e in reserved for sid in e.sessions} == {first, second}
+    assert {q for q, _ in reserved} == scopes_of(owner)
+    assert world.state.sessions[second].session.admitted
+    assert world.state.queues["default"] == [second]
+
+
+async def test_what_another_replica_places_is_admitted_on_its_own() -> None:
+    world = World()
+    owner = await world.tenancy()
+    await world.register("gpu-1", slots(cpu=8, mem=32, gpu=1))
+    await world.decide()
+    session_id = await world.create(slots(gpu=1))
+    mark = world.last_seq()
+
+    await run_pass(
+        world.state, world.store, world.clock, max_events=1000, attempts=3,
+        may_place=lambda group: False,
+    )  # fmt: skip
+
+    assert [sid for sid, _ in world.stored(SessionAdmitted, after=mark)] == [session_id]
+    assert set(dict(world.stored(QuotaReserved, after=mark))) == scopes_of(owner)
+    assert world.stored(SessionScheduled, after=mark) == []
+    assert world.state.waiting["default"] == {session_id: None}
+
+
 async def test_a_session_over_the_keypair_limit_waits_until_a_running_one_ends() -> None:
     world = World()
     owner = await world.tenancy(KeypairPolicyLimits(max_concurrent_sessions=1))
@@ -122,7 +171,7 @@ async def test_a_session_over_the_keypair_limit_waits_until_a_running_one_ends()
     first = await world.create(slots(gpu=1))
     second = await world.create(slots(gpu=1))
     await world.decide()
-    assert [sid for sid, _ in world.stored(SessionAdmitted)] == [first]
+    assert [sid for sid, _ in world.stored(SessionScheduled)] == [first]
     ((waiting, noted),) = world.stored(SessionPendingReasonChanged)
     assert waiting == second and owner.access_key in noted.reason
 
@@ -142,8 +191,9 @@ async def test_a_session_over_the_keypair_limit_waits_until_a_running_one_ends()
     released = dict(world.stored(QuotaReleased, after=mark))
     assert set(released) == scopes_of(owner)
     assert all(set(e.sessions) == {first} for e in released.values())
-    assert [sid for sid, _ in world.stored(SessionAdmitted, after=mark)] == [second]
+    assert world.stored(SessionAdmitted) == []  # each admitted by its placement
     assert [sid for sid, _ in world.stored(SessionScheduled, after=mark)] == [second]
+    assert set(dict(world.stored(QuotaReserved, after=mark))) == scopes_of(owner)
 
 
 async def test_a_kernel_that_fails_to_start_errs_the_session_and_gives_everything_back() -> None:

@@ -102,7 +102,6 @@ async def test_a_lost_answer_is_read_back_and_the_decision_stored_once(stored: b
     await world.decide()
 
     assert Counter(world.names(after=mark)) == {
-        "SessionAdmitted": 1,
         "QuotaScopeOpened": 3,  # user, project, domain (the keypair's opened at create)
         "QuotaReserved": 4,
         "SessionScheduled": 1,

@@ -101,6 +101,11 @@ class Waiters:
         def out(name: str) -> Handler:
             def handler(seq: int, sid: str, payload: Payload) -> None:
                 waiter = self.sessions.get(sid)
+                if waiter is not None and name == "SessionScheduled" and not waiter.admitted:
+                    # Admitted and placed by one pass (one event): it waited in that pass's
+                    # queue, whose pending reasons the pass writes after its placements.
+                    waiter.admitted = True
+                    self._begin(seq, sid, waiter, now())
                 span = waiter.spans[-1] if waiter is not None and waiter.spans else None
                 if waiter is not None and span is not None and span.until_seq is None:
                     span.until_seq, span.until = seq, now()

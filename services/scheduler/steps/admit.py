@@ -39,10 +39,12 @@ def admit_sessions(
     may_admit: Callable[[str], bool],
     held_back: Collection[str] = frozenset(),
 ) -> dict[str, list[str]]:
-    """Cancel what a deactivated keypair left waiting, release what ended, then admit what
+    """Cancel what a deactivated keypair left waiting, release what ended, then decide what
     fits, in the domains this scheduler admits for, leaving out ``held_back`` (waiting for a
     dependency or a start time: they hold no quota until they could run). Returns the
-    admitted sessions per resource group (placement takes them in this same pass)."""
+    sessions that fit, per resource group, in admission order, *not yet admitted*: placement
+    takes them in this same pass, and whatever admits them (``write_admissions``, or their
+    placement) stores their reservations with it."""
     for session_id in _of_deactivated_keypairs(state):
         owner = state.sessions[session_id].session.owner
         assert owner is not None
@@ -69,17 +71,26 @@ def admit_sessions(
             quota = space.peek_quota(quota_id_for(kind, scope_id))
             if quota is not None:
                 held[quota.id] = quota
-        fits: list[str] = []
         for decision in admit(candidates, held, state.directory):
             if isinstance(decision, Cancel):
                 _end(state, space, decision.session_id, decision.reason, now)
             elif isinstance(decision, Wait):
                 _note_wait(state, space, decision, now)
             else:
-                fits.append(decision.session_id)
-        for chunk in _chunks(state, space, fits):
-            _reserve(state, space, chunk, now, admitted)
+                session = state.sessions[decision.session_id].session
+                admitted.setdefault(session.spec.resource_group, []).append(session.id)
     return admitted
+
+
+def write_admissions(
+    state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
+) -> None:
+    """Admit ``session_ids`` (decided by ``admit_sessions``) on their own: ``SessionAdmitted``
+    and one reservation per scope, in units that fit a batch. For the sessions a pass admits
+    and does not place; those it places are admitted by their ``SessionScheduled``, stored
+    with their reservations (``steps.place_writes``)."""
+    for chunk in _chunks(state, space, session_ids):
+        _reserve(state, space, chunk, now)
 
 
 def _note_wait(state: SchedulerState, space: Workspace, wait: Wait, now: datetime) -> None:
@@ -156,11 +167,7 @@ def _chunks(state: SchedulerState, space: Workspace, session_ids: list[str]) -> 
 
 
 def _reserve(
-    state: SchedulerState,
-    space: Workspace,
-    session_ids: list[str],
-    now: datetime,
-    admitted: dict[str, list[str]],
+    state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
 ) -> None:
     """Admit the sessions, with one reservation per scope naming all of them, as one unit:
     a session is never admitted without its reservations, nor reserved without admission.
@@ -175,7 +182,6 @@ def _reserve(
         need = session.spec.total
         for scope in session.owner.scopes():
             by_scope.setdefault(scope, {})[session_id] = need
-        admitted.setdefault(session.spec.resource_group, []).append(session_id)
     cause = parts[0][0]
     for (kind, scope_id), sessions in by_scope.items():
         quota = space.quota(kind, scope_id, now)

@@ -1,18 +1,21 @@
 """Placement step of a decision pass; writes ``ev.node.<id>`` and ``ev.session.<id>``.
 
-One resource group's admitted sessions go through the group's placer
-(``placement``, pure), and each decision becomes working-copy changes —
+One resource group's waiting sessions (admitted earlier, or by this very pass) go through
+the group's placer (``placement``, pure), and each decision becomes working-copy changes —
 device-level allocations on the node ledgers (each carrying the session's mounts and its
 group's sandbox, and for a cluster session on several nodes its overlay network:
 ``rules.cluster_network``) and the session's ``SessionScheduled``, or a pending reason.
 
-Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``) and
-``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``).
+Writes (through the pass's workspace) ``ev.node.<id>`` (``ResourcesAllocated``),
+``ev.session.<id>`` (``SessionScheduled``, ``SessionPendingReasonChanged``, and
+``SessionAdmitted`` for what this pass admitted and did not place) and ``ev.quota.<id>``
+(the reservations of what this pass admitted: ``place_writes``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 
 from commands.errors import DomainError
@@ -27,6 +30,7 @@ from placement import (
     Placed,
     Placer,
     SessionRequest,
+    Waiting,
 )
 from placement.fairshare import FairShareInput
 from placement.reasons import while_waiting, with_fair_share
@@ -39,17 +43,30 @@ from schemas.tenancy import GroupScheduling, QueuePolicy
 from services.scheduler.rules.cluster_network import cluster_network, free_slot, slot_of
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.state.model import AgentInfo, KeptOffer
+from services.scheduler.steps.admit import write_admissions
 from services.scheduler.steps.common import cause_of
+from services.scheduler.steps.place_writes import PlacementRun
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
 
 def place_group(
-    state: SchedulerState, group: str, waiting: list[str], space: Workspace, now: datetime
+    state: SchedulerState,
+    group: str,
+    waiting: list[str],
+    space: Workspace,
+    now: datetime,
+    fresh: Collection[str] = (),
 ) -> list[str]:
-    """Place what fits of ``waiting`` (admitted PENDING sessions of ``group``) and note why
-    the rest waits. Returns the sessions left waiting, in queue order."""
+    """Place what fits of ``waiting`` (PENDING sessions of ``group``: admitted, or among
+    ``fresh``, decided by this pass's admission and not yet admitted) and note why the rest
+    waits. Returns the sessions left waiting, in queue order.
+
+    The writes go in this order: the placements, with the reservations of the fresh ones
+    among them (``place_writes``), then the admissions of the fresh sessions left waiting,
+    then the pending reasons. A replay of the fair-share rule takes the pass's queue from what
+    it has read when it meets a reason: every session the pass placed is seen by then."""
     policy = state.directory.group_scheduling(group)
     offers = [
         offer_of(state, node)
@@ -68,30 +85,41 @@ def place_group(
     decisions = placer.place(
         requests, offers, policy, group=group, usage=usage, now=now.timestamp(), fair=fair
     )
-    left: list[str] = []
-    for decision in decisions:
+    placed = [d for d in decisions if isinstance(d, Placed)]
+    unplaced = [d for d in decisions if isinstance(d, Waiting)]
+    run = PlacementRun(space, now)
+    failed: set[str] = set()
+    for decision in placed:
         tracked = state.sessions[decision.session_id]
         session = space.session(decision.session_id)
         assert session is not None
-        if not isinstance(decision, Placed):
-            left.append(session.id)
-            if session.id in state.preempting:
-                continue  # it says what it waits for: its victims to stop
-            reason = while_waiting(decision.reason)
-            standing = decision.fair_share.rounded() if decision.fair_share else None
-            if standing is not None:
-                reason = with_fair_share(reason, standing)
-            if session.note_pending_reason(reason, now, fair_share=standing):
-                space.unit(cause_of(tracked), session)
-            continue
-        nodes = _allocate(state, session, decision, space, now, policy.sandbox, sources[session.id])
+        admitting = session.id in fresh
+        run.make_room(session, fresh=admitting)
+        source = sources[session.id]
+        nodes = _allocate(state, session, decision, space, now, policy.sandbox, source)
         if nodes is None:
-            left.append(session.id)
+            failed.add(session.id)
+            if admitting:
+                session.admit("admitted", now)
+                run.add(tracked, session, [], fresh=True)
             continue
         hosts = ", ".join(sorted({node.hostname or node.id for node in nodes}))
         session.schedule(decision.placements, f"placed on {hosts}", now)
-        space.unit(cause_of(tracked), session, *nodes)
-    return left
+        run.add(tracked, session, nodes, fresh=admitting)
+    run.flush()
+    write_admissions(state, space, [w.session_id for w in unplaced if w.session_id in fresh], now)
+    for wait in unplaced:
+        if wait.session_id in state.preempting:
+            continue  # it says what it waits for: its victims to stop
+        session = space.session(wait.session_id)
+        assert session is not None
+        reason = while_waiting(wait.reason)
+        standing = wait.fair_share.rounded() if wait.fair_share else None
+        if standing is not None:
+            reason = with_fair_share(reason, standing)
+        if session.note_pending_reason(reason, now, fair_share=standing):
+            space.unit(cause_of(state.sessions[session.id]), session)
+    return [d.session_id for d in decisions if not isinstance(d, Placed) or d.session_id in failed]
 
 
 def source_for(state: SchedulerState, session: Session, group: str) -> ImageSource | None:
