@@ -45,6 +45,34 @@ def _fields_of(model: type[BaseModel]) -> dict[str, list[tuple[str, type[BaseMod
 
 def unknown_fields(model: type[BaseModel], data: Any, path: str = "") -> list[str]:
     """Dotted paths of keys in ``data`` that ``model`` (or a nested model) does not define."""
+    if _all_known(model, data):
+        return []  # the common case, checked without naming every place on the way
+    return _named(model, data, path)
+
+
+def _all_known(model: type[BaseModel], data: Any) -> bool:
+    """Whether ``unknown_fields`` finds nothing: the same walk, without the paths."""
+    if not isinstance(data, dict):
+        return True
+    known = _fields_of(model)
+    for key, value in data.items():
+        if key not in known:
+            return False
+        for shape, nested in known[key]:
+            if shape == "one":
+                items = [value]
+            elif shape == "seq" and isinstance(value, list | tuple):
+                items = list(value)
+            elif shape == "map" and isinstance(value, dict):
+                items = list(value.values())
+            else:
+                continue
+            if not all(_all_known(nested, item) for item in items):
+                return False
+    return True
+
+
+def _named(model: type[BaseModel], data: Any, path: str) -> list[str]:
     if not isinstance(data, dict):
         return []
     found: list[str] = []
@@ -56,11 +84,11 @@ def unknown_fields(model: type[BaseModel], data: Any, path: str = "") -> list[st
             continue
         for shape, nested in known[key]:
             if shape == "one":
-                found += unknown_fields(nested, value, where)
+                found += _named(nested, value, where)
             elif shape == "seq" and isinstance(value, list | tuple):
                 for i, item in enumerate(value):
-                    found += unknown_fields(nested, item, f"{where}[{i}]")
+                    found += _named(nested, item, f"{where}[{i}]")
             elif shape == "map" and isinstance(value, dict):
                 for k, item in value.items():
-                    found += unknown_fields(nested, item, f"{where}.{k}")
+                    found += _named(nested, item, f"{where}.{k}")
     return found

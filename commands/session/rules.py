@@ -5,6 +5,8 @@ one kernel's state. Pure; no subjects."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from commands.errors import DomainError
@@ -22,10 +24,11 @@ class UnknownKernelError(DomainError):
     """A kernel fact names a kernel that is not part of the session."""
 
 
-class StatusChange(BaseModel):
-    """One line of the status timeline users see."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """One line of the status timeline users see. A plain dataclass (pydantic validates it
+    inside a snapshot): every event a scheduler folds adds one, from fields its event already
+    validated."""
 
     status: SessionStatus
     reason: str

@@ -128,5 +128,4 @@ class SessionState:
 
     def _enter(self, status: SessionStatus, reason: str, at: datetime) -> None:
         self.status = status
-        # Built from an event's validated fields: not validated again (once per event folded).
-        self.history.append(StatusChange.model_construct(status=status, reason=reason, at=at))
+        self.history.append(StatusChange(status, reason, at))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from schemas.principal import Actor
 from schemas.resources import ResourceSlots
 from schemas.session import SessionSpec
-from schemas.strict import unknown_fields
+from schemas.strict import _all_known, _named, unknown_fields
 
 
 def test_unknown_fields_are_found_at_any_depth() -> None:
@@ -33,3 +36,26 @@ def test_stored_shapes_ignore_fields_added_by_newer_code() -> None:
         {"image": "busybox", "kernels": [{"resources": {}}], "priority": 3}
     )
     assert spec.image == "busybox"
+
+
+def test_the_quick_check_agrees_with_the_named_walk() -> None:
+    # ``unknown_fields`` answers clean input without naming paths: both walks must agree on
+    # every input, a typo at any depth included.
+    rng = random.Random(3)
+    keys = ["image", "kernels", "env", "resources", "cpu_milli", "gpus", "mounts", "x", "resource"]
+
+    def tree(depth: int) -> Any:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice([1, "a", None])
+        if rng.random() < 0.3:
+            return [tree(depth - 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(keys): tree(depth - 1) for _ in range(rng.randint(0, 3))}
+
+    found = 0
+    for _ in range(3000):
+        data = tree(5)
+        named = _named(SessionSpec, data, "")
+        assert unknown_fields(SessionSpec, data) == named
+        assert _all_known(SessionSpec, data) == (named == [])
+        found += bool(named)
+    assert 0 < found < 3000  # both kinds of input were tried
