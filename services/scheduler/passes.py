@@ -24,7 +24,7 @@ from datetime import datetime
 from commands.unit_of_work import UnitOfWork
 from events.writes import Store
 from services.scheduler.state import SchedulerState, Work
-from services.scheduler.steps.admit import admit_sessions, write_admissions
+from services.scheduler.steps.admit import admit_sessions
 from services.scheduler.steps.common import still_pending
 from services.scheduler.steps.lifecycle import (
     apply_fact,
@@ -34,6 +34,7 @@ from services.scheduler.steps.lifecycle import (
 )
 from services.scheduler.steps.nodes import declare_lost, stop_at_drain_deadlines
 from services.scheduler.steps.place import place_group
+from services.scheduler.steps.place_writes import write_admissions
 from services.scheduler.steps.preempt import preempt_for
 from services.scheduler.steps.register import register_node
 from services.scheduler.workspace import Workspace

@@ -1,15 +1,15 @@
 """Admission step of a decision pass; writes ``ev.session.<id>`` and ``ev.quota.<id>``.
 
 Cancel what a deactivated keypair left waiting, release what ended and was not released with
-its end (``Workspace`` releases in the unit that ends a session), then reserve every scope of
-each session that fits, in the domains this replica admits for. The rule itself is pure
-(``rules.admission``); this step turns its decisions into working-copy changes: one
-reservation (or release) event per scope per pass, naming every session it concerns, not one
-per session and scope.
+its end (``Workspace`` releases in the unit that ends a session), then decide which waiting
+sessions fit every scope, in the domains this replica admits for. The rule itself is pure
+(``rules.admission``). What fits is admitted by the writes of placement
+(``steps.place_writes``: with the session's ``SessionScheduled``, or with a
+``SessionAdmitted`` when it is not placed), one reservation per scope per unit, naming every
+session it concerns, not one per session and scope.
 
-Writes (through the pass's workspace) ``ev.session.<id>`` (``SessionAdmitted``,
-``SessionPendingReasonChanged``, ``SessionCancelled``) and ``ev.quota.<id>``
-(``QuotaScopeOpened``, ``QuotaReserved``, ``QuotaReleased``, ``QuotaSessionDequeued``).
+Writes (through the pass's workspace) ``ev.session.<id>`` (``SessionPendingReasonChanged``,
+``SessionCancelled``) and ``ev.quota.<id>`` (``QuotaReleased``, ``QuotaSessionDequeued``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ import re
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
-from commands.aggregate import Aggregate
-from events.envelope import Cause
-from schemas.resources import ResourceSlots
 from schemas.session import SessionStatus
 from schemas.tenancy import ScopeKind, quota_id_for
 from services.scheduler.rules.admission import Cancel, Candidate, Wait, admit, scopes_of
@@ -43,8 +40,8 @@ def admit_sessions(
     fits, in the domains this scheduler admits for, leaving out ``held_back`` (waiting for a
     dependency or a start time: they hold no quota until they could run). Returns the
     sessions that fit, per resource group, in admission order, *not yet admitted*: placement
-    takes them in this same pass, and whatever admits them (``write_admissions``, or their
-    placement) stores their reservations with it."""
+    takes them in this same pass, and whatever admits them (``place_writes.write_admissions``,
+    or their placement) stores their reservations with it."""
     for session_id in _of_deactivated_keypairs(state):
         owner = state.sessions[session_id].session.owner
         assert owner is not None
@@ -80,17 +77,6 @@ def admit_sessions(
                 session = state.sessions[decision.session_id].session
                 admitted.setdefault(session.spec.resource_group, []).append(session.id)
     return admitted
-
-
-def write_admissions(
-    state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
-) -> None:
-    """Admit ``session_ids`` (decided by ``admit_sessions``) on their own: ``SessionAdmitted``
-    and one reservation per scope, in units that fit a batch. For the sessions a pass admits
-    and does not place; those it places are admitted by their ``SessionScheduled``, stored
-    with their reservations (``steps.place_writes``)."""
-    for chunk in _chunks(state, space, session_ids):
-        _reserve(state, space, chunk, now)
 
 
 def _note_wait(state: SchedulerState, space: Workspace, wait: Wait, now: datetime) -> None:
@@ -138,56 +124,6 @@ def _candidate(state: SchedulerState, session_id: str) -> Candidate:
     return Candidate(
         session_id, session.owner, session.spec.total, session.spec.priority, tracked.order
     )
-
-
-def _chunks(state: SchedulerState, space: Workspace, session_ids: list[str]) -> list[list[str]]:
-    """Admitted sessions in runs whose events (one per session, one per scope they touch, and
-    one more for a scope that is opened by this pass) fit in a batch: a run is stored whole or
-    not at all."""
-
-    def weight(scopes: set[tuple[ScopeKind, str]]) -> int:
-        unopened = sum(
-            1 for kind, key in scopes if space.peek_quota(quota_id_for(kind, key)) is None
-        )
-        return len(scopes) + unopened
-
-    chunks: list[list[str]] = []
-    scopes: set[tuple[ScopeKind, str]] = set()
-    for session_id in session_ids:
-        owner = state.sessions[session_id].session.owner
-        assert owner is not None
-        more = scopes | set(owner.scopes())
-        if chunks and len(chunks[-1]) + 1 + weight(more) <= space.max_events:
-            chunks[-1].append(session_id)
-            scopes = more
-        else:
-            chunks.append([session_id])
-            scopes = set(owner.scopes())
-    return chunks
-
-
-def _reserve(
-    state: SchedulerState, space: Workspace, session_ids: list[str], now: datetime
-) -> None:
-    """Admit the sessions, with one reservation per scope naming all of them, as one unit:
-    a session is never admitted without its reservations, nor reserved without admission.
-    A scope's event names the first of these sessions as its cause."""
-    parts: list[tuple[Cause, Aggregate]] = []
-    by_scope: dict[tuple[ScopeKind, str], dict[str, ResourceSlots]] = {}
-    for session_id in session_ids:
-        session = space.session(session_id)
-        assert session is not None and session.owner is not None
-        session.admit("admitted", now)
-        parts.append((cause_of(state.sessions[session_id]), session))
-        need = session.spec.total
-        for scope in session.owner.scopes():
-            by_scope.setdefault(scope, {})[session_id] = need
-    cause = parts[0][0]
-    for (kind, scope_id), sessions in by_scope.items():
-        quota = space.quota(kind, scope_id, now)
-        quota.reserve(sessions, now)
-        parts.append((cause, quota))
-    space.joint(parts)
 
 
 def _end(

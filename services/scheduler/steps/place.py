@@ -43,9 +43,8 @@ from schemas.tenancy import GroupScheduling, QueuePolicy
 from services.scheduler.rules.cluster_network import cluster_network, free_slot, slot_of
 from services.scheduler.state import SchedulerState, TrackedSession
 from services.scheduler.state.model import AgentInfo, KeptOffer
-from services.scheduler.steps.admit import write_admissions
 from services.scheduler.steps.common import cause_of
-from services.scheduler.steps.place_writes import PlacementRun
+from services.scheduler.steps.place_writes import PlacementRun, write_admissions
 from services.scheduler.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -87,25 +86,24 @@ def place_group(
     )
     placed = [d for d in decisions if isinstance(d, Placed)]
     unplaced = [d for d in decisions if isinstance(d, Waiting)]
-    run = PlacementRun(space, now)
+    run = PlacementRun(state, space, now)
     failed: set[str] = set()
     for decision in placed:
-        tracked = state.sessions[decision.session_id]
         session = space.session(decision.session_id)
         assert session is not None
         admitting = session.id in fresh
-        run.make_room(session, fresh=admitting)
+        run.make_room(session, kernels=len(session.kernel_ids), fresh=admitting)
         source = sources[session.id]
         nodes = _allocate(state, session, decision, space, now, policy.sandbox, source)
         if nodes is None:
             failed.add(session.id)
             if admitting:
                 session.admit("admitted", now)
-                run.add(tracked, session, [], fresh=True)
+                run.add(session, [], fresh=True)
             continue
         hosts = ", ".join(sorted({node.hostname or node.id for node in nodes}))
         session.schedule(decision.placements, f"placed on {hosts}", now)
-        run.add(tracked, session, nodes, fresh=admitting)
+        run.add(session, nodes, fresh=admitting)
     run.flush()
     write_admissions(state, space, [w.session_id for w in unplaced if w.session_id in fresh], now)
     for wait in unplaced:
