@@ -131,59 +131,52 @@ def parse_command(subject: str, data: bytes) -> Command:
 
 
 def out_of_bounds(data: Any, where: str = "", depth: int = 0) -> str | None:
-    """The first value in raw command input that no command may carry, said in a sentence."""
-    if _in_bounds(data, depth):
-        return None  # the common case, checked without naming every place on the way
-    return _first_out_of_bounds(data, where, depth)
+    """The first value in raw command input that no command may carry, said in a sentence.
+    Clean input (the common case) is walked once without naming the places on the way; only
+    input with a problem is walked again to name it."""
+    if _walk(data, None, depth) is None:
+        return None
+    return _walk(data, where, depth)
 
 
-def _in_bounds(data: Any, depth: int) -> bool:
-    """Whether ``out_of_bounds`` finds nothing: the same rules, without the sentences."""
+def _walk(data: Any, where: str | None, depth: int) -> str | None:
+    """``out_of_bounds``'s rules. With ``where`` None nothing is named: a problem is ``""``."""
+    problem: str | None = None
     if depth > 32:
-        return False
-    if isinstance(data, str):
-        return control_character(data.replace("\n", "").replace("\t", "")) is None
-    if isinstance(data, bool):
-        return True
-    if isinstance(data, int):
-        return abs(data) < CEILING
-    if isinstance(data, float):
-        return data == data and abs(data) < CEILING
-    if isinstance(data, Mapping):
-        return all(_in_bounds(k, depth + 1) and _in_bounds(v, depth + 1) for k, v in data.items())
-    if isinstance(data, list | tuple):
-        return all(_in_bounds(value, depth + 1) for value in data)
-    return True
-
-
-def _first_out_of_bounds(data: Any, where: str, depth: int) -> str | None:
-    if depth > 32:
-        return f"{where or 'the command'} is nested too deep"
-    if isinstance(data, str):
+        problem = "is nested too deep"
+        where = None if where is None else where or "the command"
+    elif isinstance(data, str):
         bad = control_character(data.replace("\n", "").replace("\t", ""))
         if bad is not None:
-            return f"{where or 'a value'} contains a control character ({bad})"
+            problem = f"contains a control character ({bad})"
+            where = None if where is None else where or "a value"
     elif isinstance(data, bool):
         return None
     elif isinstance(data, int):
         if abs(data) >= CEILING:
-            return f"{where or 'a number'} is out of range: {str(data)[:24]}..."
+            problem = f"is out of range: {str(data)[:24]}..."
+            where = None if where is None else where or "a number"
     elif isinstance(data, float):
-        if data != data or data in (float("inf"), float("-inf")) or abs(data) >= CEILING:
-            return f"{where or 'a number'} is not a finite number in range"
+        if data != data or abs(data) >= CEILING:  # NaN, infinities, past the ceiling
+            problem = "is not a finite number in range"
+            where = None if where is None else where or "a number"
     elif isinstance(data, Mapping):
         for key, value in data.items():
-            name = f"{where}.{key}" if where else str(key)
-            found = _first_out_of_bounds(key, f"a key of {where or 'the command'}", depth + 1)
-            found = found or _first_out_of_bounds(value, name, depth + 1)
+            key_at = None if where is None else f"a key of {where or 'the command'}"
+            found = _walk(key, key_at, depth + 1)
+            if found is None:
+                name = None if where is None else f"{where}.{key}" if where else str(key)
+                found = _walk(value, name, depth + 1)
             if found is not None:
                 return found
     elif isinstance(data, list | tuple):
         for index, value in enumerate(data):
-            found = _first_out_of_bounds(value, f"{where}[{index}]", depth + 1)
+            found = _walk(value, None if where is None else f"{where}[{index}]", depth + 1)
             if found is not None:
                 return found
-    return None
+    if problem is None:
+        return None
+    return "" if where is None else f"{where} {problem}"
 
 
 def explain(exc: UnknownCommandError | ValidationError) -> str:

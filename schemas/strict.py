@@ -44,51 +44,41 @@ def _fields_of(model: type[BaseModel]) -> dict[str, list[tuple[str, type[BaseMod
 
 
 def unknown_fields(model: type[BaseModel], data: Any, path: str = "") -> list[str]:
-    """Dotted paths of keys in ``data`` that ``model`` (or a nested model) does not define."""
-    if _all_known(model, data):
-        return []  # the common case, checked without naming every place on the way
-    return _named(model, data, path)
+    """Dotted paths of keys in ``data`` that ``model`` (or a nested model) does not define.
+    Clean input (the common case) is walked once without naming the places on the way; only
+    input with an unknown key is walked again to name every one."""
+    if not _walk(model, data, None):
+        return []
+    return _walk(model, data, path)
 
 
-def _all_known(model: type[BaseModel], data: Any) -> bool:
-    """Whether ``unknown_fields`` finds nothing: the same walk, without the paths."""
-    if not isinstance(data, dict):
-        return True
-    known = _fields_of(model)
-    for key, value in data.items():
-        if key not in known:
-            return False
-        for shape, nested in known[key]:
-            if shape == "one":
-                items = [value]
-            elif shape == "seq" and isinstance(value, list | tuple):
-                items = list(value)
-            elif shape == "map" and isinstance(value, dict):
-                items = list(value.values())
-            else:
-                continue
-            if not all(_all_known(nested, item) for item in items):
-                return False
-    return True
-
-
-def _named(model: type[BaseModel], data: Any, path: str) -> list[str]:
+def _walk(model: type[BaseModel], data: Any, path: str | None) -> list[str]:
+    """``unknown_fields``'s walk. With ``path`` None nothing is named: it stops at the first
+    unknown key, found as ``[""]``."""
     if not isinstance(data, dict):
         return []
     found: list[str] = []
     known = _fields_of(model)
     for key, value in data.items():
-        where = f"{path}.{key}" if path else str(key)
+        where = None if path is None else f"{path}.{key}" if path else str(key)
         if key not in known:
+            if where is None:
+                return [""]
             found.append(where)
             continue
         for shape, nested in known[key]:
             if shape == "one":
-                found += _named(nested, value, where)
+                items = [(value, where)]
             elif shape == "seq" and isinstance(value, list | tuple):
-                for i, item in enumerate(value):
-                    found += _named(nested, item, f"{where}[{i}]")
+                items = [
+                    (v, None if where is None else f"{where}[{i}]") for i, v in enumerate(value)
+                ]
             elif shape == "map" and isinstance(value, dict):
-                for k, item in value.items():
-                    found += _named(nested, item, f"{where}.{k}")
+                items = [(v, None if where is None else f"{where}.{k}") for k, v in value.items()]
+            else:
+                continue
+            for item, at in items:
+                found += _walk(nested, item, at)
+                if found and where is None:
+                    return found
     return found
