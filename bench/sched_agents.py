@@ -17,6 +17,7 @@ import signal
 from decimal import Decimal
 
 from events.bus import Bus, connect
+from jetyard.runtime.heap import tune_collector
 from schemas.ids import node_id_for_host
 from schemas.settings import NatsSettings
 from services.node.agent import NodeAgent
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--memory-gib", type=int, default=2048)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    tune_collector()
     import uvloop
 
     uvloop.install()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from jetyard.runtime.data_dir import mark_ready
-from jetyard.runtime.heap import freeze_after_collecting, keep_frozen
+from jetyard.runtime.heap import freeze_after_collecting, keep_frozen, tune_collector
 from schemas.settings import NatsSettings
 
 log = logging.getLogger("jetyard.serve")
@@ -170,6 +170,7 @@ def serve(name: str) -> int:
     if name not in SERVICES:
         raise ValueError(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    tune_collector()
     try:
         import uvloop
 

@@ -1,5 +1,6 @@
 """``jetyard.runtime.heap``: a service's heap frozen out of the collector's walks, and what that
-relies on: a frozen object is still freed by reference counting when it is dropped."""
+relies on: a frozen object is still freed by reference counting when it is dropped; and a
+youngest generation sized so that a growing state does not bring a full walk after a freeze."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jetyard.runtime.heap import freeze_after_collecting, keep_frozen
+from jetyard.runtime.heap import freeze_after_collecting, keep_frozen, tune_collector
 
 
 class Held:
@@ -23,6 +24,13 @@ def unfrozen() -> Iterator[None]:
     gc.unfreeze()
     yield
     gc.unfreeze()  # the other tests' objects go back to the collector
+
+
+@pytest.fixture
+def thresholds(unfrozen: None) -> Iterator[None]:
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
 
 
 def test_what_is_alive_at_the_start_is_frozen_and_garbage_is_collected_first(
@@ -65,3 +73,30 @@ async def test_what_is_made_later_is_frozen_every_period(unfrozen: None) -> None
         freezing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await freezing
+
+
+def full_collections_while_growing(objects: int) -> int:
+    """Full collections while a frozen service's state grows by ``objects`` containers."""
+    full = 0
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        nonlocal full
+        full += phase == "start" and info["generation"] == 2
+
+    freeze_after_collecting()  # as a service is once ready
+    state: list[list[int]] = []
+    gc.callbacks.append(count)
+    try:
+        for i in range(objects):
+            state.append([i])
+    finally:
+        gc.callbacks.remove(count)
+    return full
+
+
+def test_a_growing_state_after_a_freeze_brings_no_full_walk_once_tuned(thresholds: None) -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
+    assert full_collections_while_growing(400_000) >= 3  # what the scheduler suffered
+    tune_collector()
+    assert gc.get_threshold() == (20_000, 10, 10)
+    assert full_collections_while_growing(400_000) == 0
