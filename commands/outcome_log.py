@@ -1,20 +1,12 @@
 """Outcomes in bulk on ``JY_OUTCOMES`` (``out.<command id>``): which of many commands already
-have one (one batched direct get per 1,024), and storing many at once, each guarded with
-expected sequence 0 so that a command never gets two.
+have one (one batched direct get per 1,024), and storing many at once, pipelined, each
+guarded with expected sequence 0 so that a command never gets two.
 
 A runner deciding a run of commands uses it instead of one awaited round trip per outcome:
 the outcomes of a run are written together and the commands acked once all are stored.
 
-Many outcomes go as one atomic batch (one answer from the server, up to ``BATCH_MAX`` a
-batch). The usual case is that none of them is stored yet; should one be (another runner
-answered that command meanwhile, or a redelivery raced its first outcome), the server refuses
-the whole batch, and the outcomes are then stored one by one, pipelined, so that each learns
-whether it or another one is kept. A batch that is refused for any other reason (a stream
-still declared without atomic batches) goes the same way; one that gets no answer, or finds
-no stream, is not stored as far as anyone knows, like each of its outcomes.
-
-One-by-one stores are pipelined by hand (publish with a reply subject on the connection's
-``Replies`` inbox, each answer routed to its outcome's future) rather than with nats-py's
+Stores are pipelined by hand (publish with a reply subject on the connection's ``Replies``
+inbox, each answer routed to its outcome's future) rather than with nats-py's
 ``publish_async``: its futures never resolve when the server answers with an error
 (``APIError.from_error`` raises inside the reply callback), and "an outcome is already stored"
 is an error answer this module must read.
@@ -25,10 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import uuid
 from collections.abc import Sequence
 
-import nats.errors
 from nats.aio.msg import Msg
 
 from commands.outcome import Outcome
@@ -37,10 +27,6 @@ from events.direct import DirectReader
 from events.store import EXPECTED_HEADER, WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_BATCH
 from events.writes import UnavailableError
 from schemas.subjects import OUTCOMES_STREAM, outcome_subject
-
-BATCH_MAX = 500
-"""The most outcomes in one atomic batch (the server takes at most 1,000 messages a batch)."""
-GUARDS = {EXPECTED_HEADER: "0", "Nats-Expected-Stream": OUTCOMES_STREAM}
 
 
 class OutcomeStoreError(RuntimeError):
@@ -52,10 +38,6 @@ class OutcomeLog:
         self._bus = bus
         self._timeout = timeout
         self._reader = DirectReader(bus.replies, OUTCOMES_STREAM, timeout=timeout)
-        self.batches = 0
-        """Atomic batches stored."""
-        self.one_by_one = 0
-        """Outcomes stored (or tried) one at a time."""
 
     async def decided(self, command_ids: Sequence[str]) -> set[str]:
         """The commands among ``command_ids`` whose outcome is stored."""
@@ -63,55 +45,11 @@ class OutcomeLog:
         return {subject.split(".", 1)[1] for subject in found}
 
     async def store(self, outcomes: Sequence[Outcome]) -> list[bool | Exception]:
-        """Store every outcome. Per outcome: True (stored), False (one was already stored: the
-        guard kept it, and it is the answer), or what went wrong (not stored, or not known to
-        be: the command must not be acked)."""
-        if len(outcomes) < 2:
-            return await self._one_by_one(outcomes)
-        results: list[bool | Exception] = []
-        for start in range(0, len(outcomes), BATCH_MAX):
-            results += await self._batch(outcomes[start : start + BATCH_MAX])
-        return results
-
-    async def _batch(self, outcomes: Sequence[Outcome]) -> list[bool | Exception]:
-        """``outcomes`` as one atomic batch, or one by one if the server refuses the batch."""
-        batch_id = uuid.uuid4().hex
-        last = len(outcomes)
-        nc = self._bus.nc
-        try:
-            for n, outcome in enumerate(outcomes, start=1):
-                headers = {**GUARDS, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(n)}
-                subject, data = outcome_subject(outcome.command_id), _encoded(outcome)
-                if n < last:
-                    await nc.publish(subject, data, headers=headers)
-                else:
-                    headers["Nats-Batch-Commit"] = "1"
-                    reply = await nc.request(subject, data, self._timeout, headers=headers)
-        except nats.errors.NoRespondersError:
-            unavailable = UnavailableError("no stream stored the outcomes (no responders)")
-            return [unavailable] * last
-        except (TimeoutError, nats.errors.Error) as exc:
-            return [exc] * last
-        status = (reply.headers or {}).get("Status")
-        if status is not None:
-            return [UnavailableError(f"no stream stored the outcomes ({status})")] * last
-        try:
-            error = json.loads(reply.data).get("error")
-        except (ValueError, AttributeError) as exc:
-            return [OutcomeStoreError(f"unreadable answer: {exc}")] * last
-        if error is None:
-            self.batches += 1
-            return [True] * last
-        if int(error.get("code", 0)) == 503:
-            return [UnavailableError(f"no stream stored the outcomes: {error}")] * last
-        # One of them is stored already (or the stream takes no batches): each on its own.
-        return await self._one_by_one(outcomes)
-
-    async def _one_by_one(self, outcomes: Sequence[Outcome]) -> list[bool | Exception]:
-        """Every outcome on its own, pipelined: each answered for itself."""
+        """Store every outcome, pipelined. Per outcome: True (stored), False (one was already
+        stored: the guard kept it, and it is the answer), or what went wrong (not stored, or
+        not known to be: the command must not be acked)."""
         if not outcomes:
             return []
-        self.one_by_one += len(outcomes)
         loop = asyncio.get_running_loop()
         replies = self._bus.replies
         futures: list[asyncio.Future[bool]] = []
@@ -122,9 +60,11 @@ class OutcomeLog:
                 futures.append(future)
                 routes.append(reply := await replies.route(functools.partial(_answer, future)))
                 await self._bus.nc.publish(
-                    outcome_subject(outcome.command_id), _encoded(outcome), reply=reply,
-                    headers=GUARDS,
-                )  # fmt: skip
+                    outcome_subject(outcome.command_id),
+                    outcome.model_dump_json().encode(),
+                    reply=reply,
+                    headers={EXPECTED_HEADER: "0", "Nats-Expected-Stream": OUTCOMES_STREAM},
+                )
             await asyncio.wait(futures, timeout=self._timeout)
         finally:
             for reply in routes:
@@ -140,10 +80,6 @@ class OutcomeLog:
             else:
                 results.append(future.result())
         return results
-
-
-def _encoded(outcome: Outcome) -> bytes:
-    return outcome.model_dump_json().encode()
 
 
 def _answer(future: asyncio.Future[bool], msg: Msg) -> None:

@@ -133,8 +133,6 @@ def outcomes_stream_config(settings: NatsSettings) -> api.StreamConfig:
         num_replicas=settings.replicas,
         duplicate_window=min(settings.duplicate_window_s, settings.outcomes_max_age_s),
         allow_direct=True,
-        # A run of commands stores its outcomes as one atomic batch (commands.outcome_log).
-        allow_atomic=True,
     )
 
 
