@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import Generic, TypeVar
 
 import nats.errors
@@ -129,16 +130,33 @@ class Fold(Generic[S]):
         state: S,
         *,
         subjects: list[str] | None = None,
+        kinds: Collection[AggregateType] | None = None,
         batch: int = 256,
         consumer: str | None = None,
     ) -> None:
+        """Fold ``subjects`` (all of ``ev.>`` by default), or with ``kinds`` the whole log
+        through one filter, folding only the events of those aggregate types.
+
+        ``kinds`` is for a consumer of most of the log: a consumer with several filters costs
+        the server, for every message it delivers, a walk of the subjects of a message block
+        to find the next one that matches (with the scheduler's dozen filters at 1,000 nodes
+        that walk was two thirds of nats-server's CPU), where one filter over the whole
+        stream costs nothing; what the filters kept out is then skipped here, by subject,
+        before it is decoded."""
         self.state = state
         if consumer is not None:
             state.consumer = consumer
         self._bus = bus
         self._quarantine: Quarantine | None = None
         self._store = EventStore(bus)
-        if subjects is not None and CORRECTIONS not in subjects:
+        self._kinds: frozenset[str] | None = None
+        if kinds is not None:
+            if subjects is not None:
+                raise ValueError("a fold reads either subjects or kinds, not both")
+            self._kinds = frozenset(AggregateType(k).value for k in kinds) | {
+                AggregateType.CORRECTION.value
+            }
+        elif subjects is not None and CORRECTIONS not in subjects:
             subjects = [*subjects, CORRECTIONS]  # every consumer takes operators' corrections
         self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
         self.caught_up = asyncio.Event()
@@ -160,9 +178,11 @@ class Fold(Generic[S]):
         """The messages not applied yet, decoded. An echo of an own write (applied from its
         ack) is recognised by its subject and sequence and never decoded: a writer folding
         its own log would otherwise decode most of what it reads for nothing."""
-        guards, state = self.state.guards, self.state
+        guards, state, kinds = self.state.guards, self.state, self._kinds
         unseen = []
         for message in messages:
+            if kinds is not None and _kind(message.subject) not in kinds:
+                continue
             if message.seq <= guards.get(message.subject, 0):
                 continue
             if state.corrected.skips(message.subject, message.seq):
@@ -247,3 +267,9 @@ class Fold(Generic[S]):
 
     async def close(self) -> None:
         await self._tail.close()
+
+
+def _kind(subject: str) -> str:
+    """The aggregate type of an event subject (``ev.<type>.<id>``; "" if it names none)."""
+    parts = subject.split(".", 2)
+    return parts[1] if len(parts) > 1 else ""

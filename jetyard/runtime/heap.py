@@ -24,7 +24,8 @@ outlive two young collections and are promoted to the oldest, where only a full 
 their cycles. ``tune_collector`` makes the youngest generation 20,000 objects, so that work in
 flight dies young: at 1,000 nodes and 20,000 sessions (``bench.sched_scale``) the scheduler ran
 37 full collections (8 s of CPU) and 1 after; 1,000 simulated agents in one process, 25
-(12 s) and 1. Cyclic garbage still goes within 20,000 x 10 allocations at the latest."""
+(12 s) and 1. A cycle that dies young goes at the next young collection, as before; the
+memory it may hold meanwhile is that of 20,000 x 10 objects at most."""
 
 from __future__ import annotations
 

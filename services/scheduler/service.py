@@ -43,7 +43,7 @@ from events.queues import QueueBoard
 from events.store import EventStore
 from schemas.ids import new_id
 from schemas.settings import input_limits
-from schemas.subjects import AggregateType, events_of
+from schemas.subjects import AggregateType
 from services.scheduler.heartbeats import HeartbeatWatch
 from services.scheduler.metrics import LatencyObserved, latency_histogram, watch_scheduler
 from services.scheduler.node_commands import NodeCommands
@@ -86,7 +86,7 @@ class Scheduler:
         self.state = SchedulerState(
             default_resource_group=settings.default_resource_group, wake=self._wake.set
         )
-        self.fold = Fold(bus, self.state, subjects=[events_of(kind) for kind in FOLDED])
+        self.fold = Fold(bus, self.state, kinds=FOLDED)
         self.store = EventStore(bus)
         self.metrics = Metrics()
         """What ``/metrics`` shows (``services.scheduler.metrics``, docs/metrics.md)."""

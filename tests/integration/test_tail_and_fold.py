@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import cast
 
+import pytest
 from nats.aio.msg import Msg
 
 from events.bus import Bus, connect, ensure_streams
@@ -165,6 +166,41 @@ async def test_fold_restarts_from_the_position_kept_with_its_state(bus: Bus) -> 
     await resumed.catch_up()
     await resumed.close()
     assert resumed.state.applied == list(later.seqs)  # only the tail, not a replay
+
+
+async def test_a_fold_of_some_kinds_reads_through_one_filter_and_skips_the_others(
+    bus: Bus,
+) -> None:
+    store = EventStore(bus)
+    state = Counts()
+    state.position = await store.stream_last_seq()
+    node, session = ref(AggregateType.NODE), ref(AggregateType.SESSION)
+    first, sessions = await _seed(store, [node], 2), await _seed(store, [session], 2)
+    later = await store.append(Write.after(node, first[-1], envelope(node, 3), envelope(node, 4)))
+    mixed = [first, sessions, list(later.seqs)]
+    nodes = mixed[0] + mixed[2]
+    fold = Fold(bus, state, kinds=[AggregateType.NODE])
+    await fold.catch_up()
+    assert fold.state.applied == nodes  # the session's events are skipped
+    assert fold.state.position == mixed[2][-1]
+
+    # The server's consumer has one filter over the whole log: no per-message subject walk.
+    name = fold._tail._consumer
+    assert name is not None
+    info = await bus.js.consumer_info(EVENTS_STREAM, name)
+    assert (info.config.filter_subject, info.config.filter_subjects) == ("ev.>", None)
+
+    theirs = await store.append(Write.after(session, mixed[1][-1], envelope(session, 3)))
+    ours = await store.append(Write.after(node, mixed[2][-1], envelope(node, 5)))
+    assert [e.seq for e in await fold.poll(timeout=2.0)] == list(ours.seqs)
+    assert fold.state.position == ours.seqs[0] > theirs.seqs[0]
+    assert session.subject not in fold.state.guards
+    await fold.close()
+
+
+def test_a_fold_reads_either_subjects_or_kinds(bus: Bus) -> None:
+    with pytest.raises(ValueError, match="subjects or kinds"):
+        Fold(bus, Counts(), subjects=["ev.node.*"], kinds=[AggregateType.NODE])
 
 
 async def test_fold_on_an_empty_filter_catches_up_at_once(bus: Bus) -> None:
