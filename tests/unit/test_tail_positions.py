@@ -1,0 +1,47 @@
+"""``events.tail.positions``: a delivery's sequences and pending count read from its reply
+subject, the same as nats-py's ``Msg.metadata`` reads them, in both of the server's forms."""
+
+from __future__ import annotations
+
+import nats.errors
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from nats.aio.msg import Msg
+
+from events.tail import positions
+
+counts = st.integers(min_value=0, max_value=2**63)
+names = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)
+
+
+def v1(stream: str, consumer: str, sseq: int, cseq: int, pending: int) -> str:
+    return f"$JS.ACK.{stream}.{consumer}.1.{sseq}.{cseq}.1700000000000000000.{pending}"
+
+
+def v2(stream: str, consumer: str, sseq: int, cseq: int, pending: int, token: bool) -> str:
+    reply = f"$JS.ACK._.ACCHASH.{stream}.{consumer}.3.{sseq}.{cseq}.1700000000000000000.{pending}"
+    return reply + ".tok" if token else reply
+
+
+@given(names, names, counts, counts, counts, st.sampled_from(["v1", "v2", "v2+token"]))
+def test_positions_read_what_nats_py_reads(
+    stream: str, consumer: str, sseq: int, cseq: int, pending: int, form: str
+) -> None:
+    reply = (
+        v1(stream, consumer, sseq, cseq, pending)
+        if form == "v1"
+        else v2(stream, consumer, sseq, cseq, pending, token=form == "v2+token")
+    )
+    meta = Msg(_client=None, subject="ev.node.x", reply=reply).metadata  # type: ignore[arg-type]
+    assert positions(reply) == (meta.sequence.stream, meta.sequence.consumer, meta.num_pending)
+    assert positions(reply) == (sseq, cseq, pending)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["", "_INBOX.abc", "$JS.ACK.s.c.1.2.3.4", "$JS.ACK._.h.s.c.1.2.3.4", "$JS.NAK.s.c.1.2.3.4.5"],
+)
+def test_a_reply_that_is_no_delivery_is_an_error(reply: str) -> None:
+    with pytest.raises(nats.errors.Error, match="not a JetStream delivery"):
+        positions(reply)
