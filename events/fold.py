@@ -31,7 +31,7 @@ from events.quarantine import Poison, Quarantine, record_quietly
 from events.store import EventStore, decode
 from events.tail import Tail
 from events.writes import AggregateRef, Committed, Write
-from schemas.subjects import EVENT_NAME_HEADER, AggregateType, events_of
+from schemas.subjects import EVENT_NAME_HEADER, AggregateType, event_kind, events_of
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +153,7 @@ class Fold(Generic[S]):
         if kinds is not None:
             if subjects is not None:
                 raise ValueError("a fold reads either subjects or kinds, not both")
-            self._kinds = frozenset(AggregateType(k).value for k in kinds) | {
-                AggregateType.CORRECTION.value
-            }
+            self._kinds = frozenset(k.value for k in (*kinds, AggregateType.CORRECTION))
         elif subjects is not None and CORRECTIONS not in subjects:
             subjects = [*subjects, CORRECTIONS]  # every consumer takes operators' corrections
         self._tail = Tail(bus, from_seq=state.position + 1, subjects=subjects, batch=batch)
@@ -181,7 +179,7 @@ class Fold(Generic[S]):
         guards, state, kinds = self.state.guards, self.state, self._kinds
         unseen = []
         for message in messages:
-            if kinds is not None and _kind(message.subject) not in kinds:
+            if kinds is not None and event_kind(message.subject) not in kinds:
                 continue
             if message.seq <= guards.get(message.subject, 0):
                 continue
@@ -267,9 +265,3 @@ class Fold(Generic[S]):
 
     async def close(self) -> None:
         await self._tail.close()
-
-
-def _kind(subject: str) -> str:
-    """The aggregate type of an event subject (``ev.<type>.<id>``; "" if it names none)."""
-    parts = subject.split(".", 2)
-    return parts[1] if len(parts) > 1 else ""

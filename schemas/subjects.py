@@ -99,6 +99,13 @@ def events_of(aggregate_type: AggregateType | str | None = None) -> str:
     return f"{EVENTS_PREFIX}.{AggregateType(aggregate_type).value}.*"
 
 
+def event_kind(subject: str) -> str:
+    """The aggregate type an event subject (``ev.<type>.<id>``) names, as text, without checking
+    it ("" if it names none): for skipping on a hot path; ``parse_event_subject`` checks."""
+    parts = subject.split(".", 2)
+    return parts[1] if len(parts) > 1 else ""
+
+
 def parse_event_subject(subject: str) -> tuple[AggregateType, str]:
     prefix, kind, aggregate_id = subject.split(".", 2)
     if prefix != EVENTS_PREFIX:
