@@ -22,9 +22,12 @@ from events.snapshots import Snapshot
 from events.writes import AggregateRef
 from schemas.ids import event_id_for
 from schemas.subjects import AggregateType
+from schemas.trusted import trusted
 
 # What the library keeps on its events; the envelope carries these, so the payload does not.
 LIBRARY_FIELDS = frozenset({"originator_id", "originator_version", "timestamp", "originator_topic"})
+LIBRARY_EXCLUDED = set(LIBRARY_FIELDS)
+"""The same, as the set a payload's dump leaves out (made once, not per event)."""
 BUILT_FROM = "_built_from"
 """Where an envelope built in this process keeps the event object it was built from."""
 
@@ -93,19 +96,22 @@ class Aggregate(BaseAggregate[str]):
         if not isinstance(event, Aggregate.Event) or not isinstance(event, catalogue.Event):
             raise TypeError(f"{type(event).__qualname__} is not a catalogue event of {self.ref}")
         version = event.originator_version
-        envelope = Envelope.model_construct(
-            event_id=event_id_for(cause.causation_id, self.aggregate_type, self.id, version),
-            name=event.event_name,
-            schema_version=event.schema_version,
-            aggregate_type=self.aggregate_type,
-            aggregate_id=self.id,
-            aggregate_version=version,
-            occurred_at=event.timestamp,
-            causation_id=cause.causation_id,
-            correlation_id=cause.correlation_id,
-            actor=cause.actor,
-            tenant=cause.tenant,
-            payload=event.model_dump(mode="json", exclude=set(LIBRARY_FIELDS)),
+        envelope = trusted(
+            Envelope,
+            {
+                "event_id": event_id_for(cause.causation_id, self.aggregate_type, self.id, version),
+                "name": event.event_name,
+                "schema_version": event.schema_version,
+                "aggregate_type": self.aggregate_type,
+                "aggregate_id": self.id,
+                "aggregate_version": version,
+                "occurred_at": event.timestamp,
+                "causation_id": cause.causation_id,
+                "correlation_id": cause.correlation_id,
+                "actor": cause.actor,
+                "tenant": cause.tenant,
+                "payload": event.model_dump(mode="json", exclude=LIBRARY_EXCLUDED),
+            },
         )
         # A writer applies its own stored events to its folded state from the ack: the event
         # rides along (outside the model's fields, so never stored, dumped or compared) and is

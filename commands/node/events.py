@@ -23,6 +23,7 @@ from events.domain.node import (
     ResourcesAllocated,
     ResourcesReleased,
 )
+from schemas.trusted import trusted
 
 if TYPE_CHECKING:
     from commands.node.aggregate import Node
@@ -51,20 +52,24 @@ class Allocated(ResourcesAllocated, Aggregate.Event):
             node_devices.add(node._devices_held, replaced.devices, sign=-1)
             node._count(replaced.slots, -1)
         # From the event's validated fields: not validated again (every ledger fold does this).
-        node.allocations[self.kernel_id] = Allocation.model_construct(
-            session_id=self.session_id,
-            slots=self.slots,
-            image=self.image,
-            command=self.command,
-            env=self.env,
-            devices=self.devices,
-            hostname=self.hostname,
-            numa_node=self.numa_node,
-            mounts=self.mounts,
-            sandbox=self.sandbox,
-            source=self.source,
-            cluster=self.cluster,
-            service_port=self.service_port,
+        node.allocations[self.kernel_id] = trusted(
+            Allocation,
+            {
+                "session_id": self.session_id,
+                "slots": self.slots,
+                "image": self.image,
+                "command": self.command,
+                "env": self.env,
+                "devices": self.devices,
+                "hostname": self.hostname,
+                "numa_node": self.numa_node,
+                "mounts": self.mounts,
+                "sandbox": self.sandbox,
+                "source": self.source,
+                "cluster": self.cluster,
+                "service_port": self.service_port,
+                "stopping": False,
+            },
         )
         node_devices.add(node._devices_held, self.devices)
         node._count(self.slots, 1)
