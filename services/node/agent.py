@@ -115,7 +115,11 @@ class NodeAgent:
             store, backend, self.record, self._fold.state, interval_s=settings.activity_interval_s
         )
         self._output = OutputPublisher(
-            bus, backend, self.activity.reports, PositionFiles(settings.data_dir / "output")
+            bus,
+            backend,
+            self.activity.reports,
+            # A file per node: agents of several nodes may share a data directory (a bench).
+            PositionFiles(settings.data_dir / "output", name=self.node_id),
         )
         self.actions = PlanActions(
             self.node_id, backend, settings, self.record, self._output,

@@ -109,6 +109,8 @@ class OutputPublisher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._positions is not None:
+            self._positions.flush()
 
     async def _run(self, container: Container, fresh: bool = False) -> None:
         subject = output_subject(container.session_id, container.kernel_id)
