@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> None:
         ).start()  # fmt: skip
         settings = NatsSettings(url=server.url, token="bench", request_timeout_s=10.0)
         env = {**os.environ, "JETYARD_NATS_URL": server.url, "JETYARD_NATS_TOKEN": "bench"}
+        # The agents' files (output positions) in this run's directory, not the user's.
+        env["JETYARD_AGENT_DATA_DIR"] = str(Path(tmp) / "agents")
         children: dict[str, subprocess.Popen[bytes]] = {}
         results: dict[str, float] = {}
         notes: list[str] = []
@@ -182,7 +184,7 @@ def run(args: argparse.Namespace) -> None:
     )
     width = max(len(k) for k in results)
     for key, value in results.items():
-        print(f"{key:<{width}}  {value:>12,.1f}")
+        print(f"{key:<{width}}  {value:>12,.2f}")
     for note in notes:
         print(f"# {note}")
     print(f"sessions_per_s: {results['sessions scheduled per second (send -> observed)']:.1f}")
