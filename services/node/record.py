@@ -14,6 +14,7 @@ from commands.unit_of_work import Changes, UnitOfWork
 from events.domain.agent import KernelExited, KernelFailedToStart
 from events.envelope import Cause, StoredEvent
 from events.fold import FoldedState
+from events.one_by_one import OneByOne
 from events.writes import AggregateRef, Store
 from schemas.devices import DeviceInfo, NumaNode
 from schemas.ids import new_id
@@ -151,7 +152,9 @@ class AgentRecord:
         return self.log.finished | self._finished
 
     def _unit_of_work(self) -> UnitOfWork[Changes]:
-        return UnitOfWork(self._store, self.log, lambda: Changes(self.log), attempts=ATTEMPTS)
+        # A report's facts each stand alone: one message each, no atomic batch (events.one_by_one).
+        store = OneByOne(self._store)
+        return UnitOfWork(store, self.log, lambda: Changes(self.log), attempts=ATTEMPTS)
 
     async def load(self) -> None:
         """Read the aggregate back from the log (at start)."""
