@@ -61,11 +61,19 @@ def working_copy(aggregate: A | None) -> A | None:
     enough, and far cheaper than a deep copy of a node with many allocations."""
     if aggregate is None:
         return None
-    clone = copy.copy(aggregate)
-    for name, value in vars(aggregate).items():
+    # What copy.copy does for an object with a __dict__ (none of the aggregates has slots or
+    # its own __copy__), without its generic protocol: a quarter of the cost.
+    clone = object.__new__(type(aggregate))
+    state = clone.__dict__
+    state.update(vars(aggregate))
+    for name, value in state.items():
         if isinstance(value, list | dict | set):
-            setattr(clone, name, copy.copy(value))
+            state[name] = value.copy() if type(value) in _PLAIN else copy.copy(value)
     return clone
+
+
+_PLAIN = (list, dict, set)
+"""Containers whose own ``copy`` gives their type back (a subclass's may not)."""
 
 
 Batch = dict[AggregateRef, list[Envelope]]

@@ -199,7 +199,7 @@ def check_text(
     lets tabs and newlines through (a command word may be a multi-line script)."""
     if len(value) > limits.max_text:
         raise BoundsError(f"{what} is {len(value)} characters long; the most is {limits.max_text}")
-    bad = control_character(value.replace("\n", "").replace("\t", "") if lines else value)
+    bad = control_character_in_text(value) if lines else control_character(value)
     if bad is not None:
         raise BoundsError(
             f"{what} contains a control character ({bad}): only printable text is accepted"
@@ -210,9 +210,19 @@ def check_text(
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
+_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+"""The same, less tab and line feed."""
+
+
 def control_character(value: str) -> str | None:
     """The first control character in ``value`` as U+XXXX, or None (tabs and newlines count)."""
     found = _CONTROL.search(value)
+    return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+def control_character_in_text(value: str) -> str | None:
+    """Like ``control_character``, for text that may hold tabs and newlines."""
+    found = _CONTROL_IN_TEXT.search(value)
     return None if found is None else f"U+{ord(found.group()):04X}"
 
 

@@ -34,19 +34,23 @@ Token = Annotated[str, AfterValidator(check_token)]
 """A string that may be used as one subject token (ids, command ids)."""
 
 
-_NAMESPACE_BYTES = JETYARD_NAMESPACE.bytes
+_NAMESPACED = hashlib.sha1(JETYARD_NAMESPACE.bytes, usedforsecurity=False)
+"""The hash with the namespace already fed in: each id copies it and adds its name."""
+_VARIANT = {digit: f"{(int(digit, 16) & 0x3) | 0x8:x}" for digit in "0123456789abcdef"}
+"""The hex digit that starts a uuid's fourth group, from the hash's digit there: the RFC 4122
+variant's two bits over the hash's low two."""
 
 
 def derived_id(kind: str, *parts: str) -> str:
     """A stable uuid5 text id for ``kind`` from ``parts`` (e.g. a session from its command id):
     ``str(uuid.uuid5(JETYARD_NAMESPACE, "kind/part/..."))``, computed without the ``UUID``
-    objects (a decision pass derives several ids per session)."""
-    name = "/".join((kind, *parts)).encode()
-    raw = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest()[:16])
-    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    objects, as text from the hash's hex digits (a decision pass derives several ids per
+    session)."""
+    digest = _NAMESPACED.copy()
+    digest.update("/".join((kind, *parts)).encode())
+    h = digest.hexdigest()
+    # Version 5 in the third group's first digit; the variant bits in the fourth's.
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 def session_id_for(command_id: str) -> str:

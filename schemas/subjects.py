@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from enum import StrEnum
 
 from schemas.ids import TOKEN_PATTERN, check_token
@@ -82,8 +83,11 @@ class AggregateType(StrEnum):
     is written only by that reporter."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def event_subject(aggregate_type: AggregateType | str, aggregate_id: str) -> str:
-    """``ev.<aggregate>.<id>``: one subject per aggregate, never one per event type."""
+    """``ev.<aggregate>.<id>``: one subject per aggregate, never one per event type. Kept for
+    the aggregates asked for lately: a writer names each of its aggregates many times (guards,
+    writes, acks), and checking the id each time cost more than the cache."""
     kind = aggregate_type
     if type(kind) is not AggregateType:  # calling the enum on a member costs as much
         kind = AggregateType(kind)
