@@ -18,38 +18,23 @@ store's group commit as they are (all or none)."""
 
 from __future__ import annotations
 
-from events.writes import AggregateRef, Committed, History, Store, Write
+from events.writes import Committed, StoreAround, Write
 
 
-class OneByOne:
-    """``Store``: ``store``, with one aggregate's events written one message at a time."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    async def append(self, write: Write) -> Committed:
-        return await self.commit([write])
+class OneByOne(StoreAround):
+    """``Store``: the wrapped store, with one aggregate's events written one message at a
+    time."""
 
     async def commit(self, writes: list[Write]) -> Committed:
         if len(writes) != 1 or len(writes[0].events) == 1:
-            return await self._store.commit(writes)
+            return await self.store.commit(writes)
         (write,) = writes
         seqs: list[int] = []
         expected, recovered = write.expected_seq, False
         for envelope in write.events:
-            stored = await self._store.commit([Write(write.aggregate, expected, (envelope,))])
+            stored = await self.store.commit([Write(write.aggregate, expected, (envelope,))])
             (expected,) = stored.seqs
             seqs.append(expected)
             recovered = recovered or stored.recovered
-        return Committed(
-            seqs=tuple(seqs), last_seqs={write.aggregate: expected}, recovered=recovered
-        )
-
-    async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History:
-        return await self._store.read(aggregate, after_seq=after_seq)
-
-    async def last_seqs(self, aggregates: list[AggregateRef]) -> dict[AggregateRef, int]:
-        return await self._store.last_seqs(aggregates)
-
-    async def stream_last_seq(self) -> int:
-        return await self._store.stream_last_seq()
+        last = {write.aggregate: expected}
+        return Committed(seqs=tuple(seqs), last_seqs=last, recovered=recovered)

@@ -106,6 +106,29 @@ class Store(Protocol):
     async def stream_last_seq(self) -> int: ...
 
 
+class StoreAround:
+    """A ``Store`` that hands everything to ``store``: the base of a wrapper, which overrides
+    what it changes (``commit``; ``append`` goes through ``commit``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def append(self, write: Write) -> Committed:
+        return await self.commit([write])
+
+    async def commit(self, writes: list[Write]) -> Committed:
+        return await self.store.commit(writes)
+
+    async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History:
+        return await self.store.read(aggregate, after_seq=after_seq)
+
+    async def last_seqs(self, aggregates: list[AggregateRef]) -> dict[AggregateRef, int]:
+        return await self.store.last_seqs(aggregates)
+
+    async def stream_last_seq(self) -> int:
+        return await self.store.stream_last_seq()
+
+
 class ConcurrencyConflict(Exception):
     """Another writer got there first. Nothing of the write was stored.
 

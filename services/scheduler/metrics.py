@@ -20,7 +20,7 @@ from commands.session.rules import StatusChange
 from events.bus import Bus
 from events.domain.session import SessionScheduled
 from events.metrics import Metrics, consumer_lag
-from events.writes import AggregateRef, Committed, History, Store, Write
+from events.writes import Committed, Store, StoreAround, Write
 from schemas.session import SessionStatus
 from services.scheduler.state import SchedulerState
 
@@ -179,23 +179,20 @@ class SchedulerCollector:
         yield family
 
 
-class LatencyObserved:
+class LatencyObserved(StoreAround):
     """The store a decision pass writes through: once its writes are stored, each
     ``SessionScheduled`` among them is observed in the scheduling latency histogram (only the
     replica that placed a session observes it, once). Everything else goes to ``store``."""
 
     def __init__(self, store: Store, state: SchedulerState, latency: Histogram) -> None:
-        self._store = store
+        super().__init__(store)
         self._state = state
         self._latency = latency
         self._by_group: dict[str, Histogram] = {}
         """Each group's child of ``latency`` (``labels`` looks it up under a lock each time)."""
 
-    async def append(self, write: Write) -> Committed:
-        return await self.commit([write])
-
     async def commit(self, writes: list[Write]) -> Committed:
-        committed = await self._store.commit(writes)
+        committed = await self.store.commit(writes)
         for write in writes:
             for envelope in write.events:
                 if envelope.name == SessionScheduled.event_name:
@@ -213,15 +210,6 @@ class LatencyObserved:
             if child is None:
                 child = self._by_group[group] = self._latency.labels(group)
             child.observe(max(0.0, (placed_at - since).total_seconds()))
-
-    async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History:
-        return await self._store.read(aggregate, after_seq=after_seq)
-
-    async def last_seqs(self, aggregates: list[AggregateRef]) -> dict[AggregateRef, int]:
-        return await self._store.last_seqs(aggregates)
-
-    async def stream_last_seq(self) -> int:
-        return await self._store.stream_last_seq()
 
 
 def latency_histogram(metrics: Metrics) -> Histogram:

@@ -28,7 +28,7 @@ from commands.tenancy import Domain, Keypair, Project, ResourceGroup, ResourcePo
 from events.catalogue import CATALOGUE, Event
 from events.envelope import Cause
 from events.memory import InMemoryStore
-from events.writes import AggregateRef, Committed, History, Store, Write
+from events.writes import AggregateRef, Committed, Store, StoreAround, Write
 from schemas.devices import DeviceInfo, DeviceShare
 from schemas.ids import new_id, node_id_for_host, session_id_for
 from schemas.principal import SYSTEM_TENANT, Actor
@@ -288,14 +288,14 @@ async def rival_allocates(store: InMemoryStore, node_id: str, kernel_id: str, gp
     await rival(store, Node, node_id, allocate)
 
 
-class Watched:
+class Watched(StoreAround):
     """A ``Store`` over an ``InMemoryStore`` that keeps every group commit handed to it, and
     lets ``before`` (another writer) commit first each time."""
 
     def __init__(
         self, store: InMemoryStore, before: Callable[[], Awaitable[None]] | None = None
     ) -> None:
-        self.store = store
+        super().__init__(store)
         self.before = before
         self.handed: list[list[Write]] = []
 
@@ -304,18 +304,6 @@ class Watched:
         if self.before is not None:
             await self.before()
         return await self.store.commit(writes)
-
-    async def append(self, write: Write) -> Committed:
-        return await self.commit([write])
-
-    async def read(self, aggregate: AggregateRef, *, after_seq: int = 0) -> History:
-        return await self.store.read(aggregate, after_seq=after_seq)
-
-    async def last_seqs(self, aggregates: list[AggregateRef]) -> dict[AggregateRef, int]:
-        return await self.store.last_seqs(aggregates)
-
-    async def stream_last_seq(self) -> int:
-        return await self.store.stream_last_seq()
 
 
 def holdings(state: SchedulerState) -> dict[str, object]:
