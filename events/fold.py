@@ -108,6 +108,14 @@ class FoldedState(ABC):
         elif target in self.broken and target not in self.corrected.voided:
             self.corrected.to_rebuild[target] = None
 
+    def skips(self, subject: str, name: str) -> bool:
+        """Whether this state never looks at events named ``name`` on ``subject``: the fold
+        then reads past them without decoding them (a hook: a state that follows an aggregate
+        for one kind of its events, e.g. an agent's ledger for registrations on its own
+        subject, where the agent's every fact is also written). The subject's guard does not
+        move past them: only for a state that never writes that aggregate."""
+        return False
+
     def forget(self, subject: str) -> None:  # noqa: B027 (a hook: most states keep nothing)
         """Drop what was folded of a held aggregate (override where state keeps it)."""
 
@@ -186,6 +194,8 @@ class Fold(Generic[S]):
             if state.corrected.skips(message.subject, message.seq):
                 guards[message.subject] = message.seq  # read past it, as the operator said
                 continue
+            if state.skips(message.subject, message.headers.get(EVENT_NAME_HEADER, "")):
+                continue  # never looked at (the guard stays: see ``skips``)
             try:
                 unseen.append(decode(message))
             except Exception as exc:  # not an envelope at all: hold its subject

@@ -10,7 +10,9 @@ from events.domain.agent import AgentRegistered
 from events.domain.node import ImagePurgeRequested, NodeLost
 from events.envelope import StoredEvent
 from events.fold import FoldedState
-from schemas.subjects import AggregateType
+from schemas.subjects import AggregateType, event_kind
+
+_AGENT = AggregateType.AGENT.value
 
 
 class Ledger(FoldedState):
@@ -24,6 +26,11 @@ class Ledger(FoldedState):
         """The newest epoch registered for this node by any incarnation of its agent."""
         self.purges: list[tuple[int, str]] = []
         """Operators' purge requests: (stream sequence, image reference), in order."""
+
+    def skips(self, subject: str, name: str) -> bool:
+        """On its own agent subject only registrations count: the agent's facts (a message
+        each, every kernel) are read past undecoded."""
+        return name != AgentRegistered.event_name and event_kind(subject) == _AGENT
 
     def evolve(self, event: StoredEvent) -> None:
         envelope = event.envelope

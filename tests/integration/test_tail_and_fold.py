@@ -198,6 +198,35 @@ async def test_a_fold_of_some_kinds_reads_through_one_filter_and_skips_the_other
     await fold.close()
 
 
+class Registrations(Counts):
+    """Follows an agent's subject for one kind of its events, as an agent's ledger does."""
+
+    def skips(self, subject: str, name: str) -> bool:
+        return name != "Registered"
+
+
+async def test_a_fold_reads_past_what_its_state_skips_without_decoding_it(bus: Bus) -> None:
+    store = EventStore(bus)
+    agent = ref(AggregateType.AGENT)
+    names = ["Registered", "Started", "Started", "Registered", "Started"]
+    stored = await store.append(
+        Write.create(agent, *(envelope(agent, v, name=n) for v, n in enumerate(names, 1)))
+    )
+    # Not an envelope at all, under a skipped name: read past, not held.
+    await bus.js.publish(
+        agent.subject, b"not json", headers={"Jy-Event": "Started", "Jy-Event-Id": "x"}
+    )
+    last = await store.append(
+        Write.after(agent, stored.seqs[-1] + 1, envelope(agent, 7, name="Registered"))
+    )
+    fold = Fold(bus, Registrations(), subjects=[agent.subject])
+    await fold.catch_up()
+    assert fold.state.applied == [stored.seqs[0], stored.seqs[3], last.seqs[0]]
+    assert fold.state.guard(agent) == last.seqs[0]
+    assert fold.state.broken == set() and fold.state.poisoned == []
+    await fold.close()
+
+
 def test_a_fold_reads_either_subjects_or_kinds(bus: Bus) -> None:
     with pytest.raises(ValueError, match="subjects or kinds"):
         Fold(bus, Counts(), subjects=["ev.node.*"], kinds=[AggregateType.NODE])
