@@ -24,6 +24,7 @@ from commands.bus import CommandBus
 from commands.messages import COMMAND_NAME_HEADER, command_id_of
 from commands.outcome import Code, Outcome
 from events.bus import Bus
+from events.tail import deliveries
 from schemas.subjects import PARKED_STREAM, parked_subject
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class Parking:
         await self.answer(Outcome.rejected(command_id, Code.PARKED, message, self.now()))
 
     def is_exhausted(self, msg: Msg) -> bool:
-        return msg.metadata.num_delivered > self.retry.max_deliver
+        return deliveries(msg.reply) > self.retry.max_deliver
 
     async def exhausted(self, msg: Msg) -> None:
         """A delivery past the last: none of the earlier ones was answered (their runner died

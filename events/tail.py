@@ -244,6 +244,16 @@ def positions(reply: str) -> tuple[int, int, int]:
     return int(tokens[at + 5]), int(tokens[at + 6]), int(tokens[at + 8])
 
 
+def deliveries(reply: str) -> int:
+    """How many times a JetStream delivery has been delivered (1: the first), read from its
+    reply subject as ``positions`` reads the rest (a command runner asks it of every
+    command)."""
+    tokens = reply.split(".")
+    if tokens[:2] != ["$JS", "ACK"] or not (len(tokens) == 9 or len(tokens) >= 11):
+        raise nats.errors.Error(f"not a JetStream delivery: reply subject {reply!r}")
+    return int(tokens[4 if len(tokens) == 9 else 6])
+
+
 def _name(msg: Msg) -> str | None:
     return (msg.headers or {}).get(EVENT_NAME_HEADER)
 

@@ -1,5 +1,6 @@
-"""``events.tail.positions``: a delivery's sequences and pending count read from its reply
-subject, the same as nats-py's ``Msg.metadata`` reads them, in both of the server's forms."""
+"""``events.tail.positions`` and ``deliveries``: a delivery's sequences, pending count and
+delivery count read from its reply subject, the same as nats-py's ``Msg.metadata`` reads them,
+in both of the server's forms."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.msg import Msg
 
-from events.tail import positions
+from events.tail import deliveries, positions
 
 counts = st.integers(min_value=0, max_value=2**63)
 names = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)
 
 
-def v1(stream: str, consumer: str, sseq: int, cseq: int, pending: int) -> str:
-    return f"$JS.ACK.{stream}.{consumer}.1.{sseq}.{cseq}.1700000000000000000.{pending}"
+def v1(stream: str, consumer: str, sseq: int, cseq: int, pending: int, sent: int = 1) -> str:
+    return f"$JS.ACK.{stream}.{consumer}.{sent}.{sseq}.{cseq}.1700000000000000000.{pending}"
 
 
-def v2(stream: str, consumer: str, sseq: int, cseq: int, pending: int, token: bool) -> str:
-    reply = f"$JS.ACK._.ACCHASH.{stream}.{consumer}.3.{sseq}.{cseq}.1700000000000000000.{pending}"
+def v2(
+    stream: str, consumer: str, sseq: int, cseq: int, pending: int, token: bool, sent: int = 3
+) -> str:
+    times = f"{sent}.{sseq}.{cseq}.1700000000000000000.{pending}"
+    reply = f"$JS.ACK._.ACCHASH.{stream}.{consumer}.{times}"
     return reply + ".tok" if token else reply
 
 
@@ -38,6 +42,19 @@ def test_positions_read_what_nats_py_reads(
     assert positions(reply) == (sseq, cseq, pending)
 
 
+@given(names, counts, counts, st.integers(min_value=1, max_value=2**31), st.booleans())
+def test_deliveries_read_what_nats_py_reads(
+    consumer: str, sseq: int, pending: int, sent: int, second_form: bool
+) -> None:
+    reply = (
+        v2("S", consumer, sseq, 1, pending, token=False, sent=sent)
+        if second_form
+        else v1("S", consumer, sseq, 1, pending, sent=sent)
+    )
+    meta = Msg(_client=None, subject="cmd.session.x", reply=reply).metadata  # type: ignore[arg-type]
+    assert deliveries(reply) == meta.num_delivered == sent
+
+
 @pytest.mark.parametrize(
     "reply",
     ["", "_INBOX.abc", "$JS.ACK.s.c.1.2.3.4", "$JS.ACK._.h.s.c.1.2.3.4", "$JS.NAK.s.c.1.2.3.4.5"],
@@ -45,3 +62,5 @@ def test_positions_read_what_nats_py_reads(
 def test_a_reply_that_is_no_delivery_is_an_error(reply: str) -> None:
     with pytest.raises(nats.errors.Error, match="not a JetStream delivery"):
         positions(reply)
+    with pytest.raises(nats.errors.Error, match="not a JetStream delivery"):
+        deliveries(reply)
