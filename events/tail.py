@@ -237,10 +237,7 @@ def positions(reply: str) -> tuple[int, int, int]:
     <pending>``, or the same with a domain and an account hash after ``ACK`` (and a token at the
     end). What nats-py's ``Msg.metadata`` reads, without the dates and objects it also makes for
     every message (a tail reads thousands a second, most of them a writer's own echoes)."""
-    tokens = reply.split(".")
-    if tokens[:2] != ["$JS", "ACK"] or not (len(tokens) == 9 or len(tokens) >= 11):
-        raise nats.errors.Error(f"not a JetStream delivery: reply subject {reply!r}")
-    at = 0 if len(tokens) == 9 else 2  # the domain and the account hash
+    tokens, at = _ack_tokens(reply)
     return int(tokens[at + 5]), int(tokens[at + 6]), int(tokens[at + 8])
 
 
@@ -248,10 +245,17 @@ def deliveries(reply: str) -> int:
     """How many times a JetStream delivery has been delivered (1: the first), read from its
     reply subject as ``positions`` reads the rest (a command runner asks it of every
     command)."""
+    tokens, at = _ack_tokens(reply)
+    return int(tokens[at + 4])
+
+
+def _ack_tokens(reply: str) -> tuple[list[str], int]:
+    """A delivery's reply subject split, and where its stream name sits less two (0, or 2
+    after a domain and an account hash); anything else is refused."""
     tokens = reply.split(".")
     if tokens[:2] != ["$JS", "ACK"] or not (len(tokens) == 9 or len(tokens) >= 11):
         raise nats.errors.Error(f"not a JetStream delivery: reply subject {reply!r}")
-    return int(tokens[4 if len(tokens) == 9 else 6])
+    return tokens, 0 if len(tokens) == 9 else 2
 
 
 def _name(msg: Msg) -> str | None:
